@@ -1,0 +1,38 @@
+"""The one place where classic speculative-decoding bugs can be switched on, for teaching.
+
+Every switch is off by default and none is part of ``SpecConfig``: a caller must build an
+``InjectedBugs`` and pass it to the engine explicitly (the exactness lab and the tests' power
+controls do). The bugs run through the real engine code path, so what they break is what a real
+implementation with that mistake would break.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InjectedBugs:
+    # On rejection, sample the replacement from p instead of the residual norm(max(0, p - q)).
+    resample_from_p: bool = False
+    # Draft with argmax(q) but still accept with min(1, p/q) as if x had been sampled from q.
+    greedy_draft_ratio_rule: bool = False
+    # Sample drafts from q warped at this temperature while the acceptance test uses q warped at the
+    # run's temperature (the q in the ratio is not the q the token came from). None = off.
+    draft_temperature: float | None = None
+    # When every draft is accepted, throw the bonus token away. Costs one token per clean sweep;
+    # the distribution stays exact (the lab shows this as the control that is *not* a bias).
+    drop_bonus: bool = False
+
+    @property
+    def any(self) -> bool:
+        return (self.resample_from_p or self.greedy_draft_ratio_rule or self.drop_bonus
+                or self.draft_temperature is not None)
+
+    def names(self) -> list[str]:
+        on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus") if getattr(self, n)]
+        if self.draft_temperature is not None:
+            on.append(f"draft_temperature={self.draft_temperature:g}")
+        return on
+
+
+NO_BUGS = InjectedBugs()

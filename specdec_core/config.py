@@ -1,0 +1,51 @@
+"""Run settings, validated on construction so every caller (CLI, UI, tests) gets the same errors."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+MAX_K = 64
+MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    k: int = 4                  # draft tokens proposed per iteration (the upper bound when adaptive_k)
+    temperature: float = 0.0    # 0 = greedy; otherwise the softmax temperature of p and q
+    top_k: int = 0              # keep the k most likely tokens; 0 = off
+    top_p: float = 1.0          # nucleus: keep the smallest set with mass >= top_p; 1.0 = off
+    max_new_tokens: int = 64    # hard stop; K is clipped to what remains
+    seed: int = 0               # seeds a private torch.Generator: same seed => same trace
+    adaptive_k: bool = False    # transformers' heuristic: K += 2 after a clean sweep, K -= 1 otherwise
+    full_trace: bool = True     # False keeps only what the stats need (token texts, top-10 lists skipped)
+
+    def __post_init__(self) -> None:
+        _check_int("k", self.k)
+        if not 1 <= self.k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}, got {self.k}")
+        if not isinstance(self.temperature, (int, float)) or self.temperature != self.temperature:
+            raise ValueError(f"temperature must be a number, got {self.temperature!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        _check_int("top_k", self.top_k)
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
+        _check_int("max_new_tokens", self.max_new_tokens)
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
+        _check_int("seed", self.seed)
+        if not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be a non-negative integer below 2**63, got {self.seed}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")

@@ -1,0 +1,160 @@
+"""Drafters: whatever proposes the K tokens the target then verifies.
+
+The protocol is small on purpose (``Drafter`` below):
+- ``start(prompt_ids)`` once per generation (a model drafter prefills its KV cache here);
+- ``propose(ids, k, policy)`` returns up to k tokens and, for each, the warped distribution q it was
+  drawn from (``None`` = a point mass on the token, as for the n-gram drafter);
+- ``rollback(valid_len)`` tells it that only ``ids[:valid_len]`` survived verification, so it can crop
+  its cache instead of starting over. The next ``propose`` gets the full sequence and absorbs the
+  tokens it has not seen yet (the resampled or bonus token) in the same forward as its first draft.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from .bugs import NO_BUGS, InjectedBugs
+from .sampling import sample, warp_logits
+from .timing import now_ms
+
+
+@dataclass
+class DraftPolicy:
+    """How drafts are drawn: the run's warping, its generator, and any injected bugs."""
+    temperature: float
+    top_k: int
+    top_p: float
+    generator: torch.Generator | None
+    eos_token_id: int | None = None
+    bugs: InjectedBugs = NO_BUGS
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass
+class Proposal:
+    tokens: list[int]                     # up to k drafted token ids
+    draft_probs: torch.Tensor | None      # (len(tokens), V) warped q each token was drawn from; None = point mass
+    raw_probs: torch.Tensor | None = None  # (len(tokens), V) unwarped softmax, for display only
+    forward_ms: list[float] = field(default_factory=list)  # one entry per draft forward / lookup
+    forwards: int = 0                     # model forwards actually run
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    name: str
+
+    def start(self, prompt_ids: list[int]) -> int: ...          # returns forwards run (prefill)
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal: ...
+    def rollback(self, valid_len: int) -> None: ...
+
+
+class ModelDrafter:
+    """A transformers causal LM with its own KV cache, drafting one token per forward."""
+
+    def __init__(self, model: torch.nn.Module, name: str = "model") -> None:
+        self.model = model
+        self.name = name
+        self.device = next(model.parameters()).device
+        self.vocab_size = _vocab_size(model)
+        self.cache = None
+        self.cache_len = 0
+
+    def start(self, prompt_ids: list[int]) -> int:
+        from transformers import DynamicCache
+        self.cache = DynamicCache(config=self.model.config)
+        self.cache_len = 0
+        if len(prompt_ids) > 1:
+            self._forward(prompt_ids[:-1], logits_to_keep=1)
+            return 1
+        return 0
+
+    @torch.inference_mode()
+    def _forward(self, tokens: list[int] | torch.Tensor, logits_to_keep: int = 1) -> torch.Tensor:
+        x = tokens.view(1, -1) if isinstance(tokens, torch.Tensor) else torch.tensor([tokens], device=self.device)
+        out = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
+        self.cache_len += x.shape[1]
+        return out.logits[0, -1]
+
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
+        feed: list[int] | torch.Tensor = ids[self.cache_len:]
+        tokens: list[torch.Tensor] = []
+        qs, raws, times = [], [], []
+        bugs = policy.bugs
+        for _ in range(k):
+            t0 = now_ms(self.device)
+            logits = self._forward(feed)
+            q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
+            if policy.greedy or bugs.greedy_draft_ratio_rule:
+                tok = logits.argmax(-1)
+            elif bugs.draft_temperature is not None:
+                tok = sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator)
+            else:
+                tok = sample(q, policy.generator)
+            times.append(now_ms(self.device) - t0)
+            tokens.append(tok)
+            qs.append(q)
+            raws.append(logits)
+            feed = tok
+            if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
+                break
+        if not tokens:
+            return Proposal([], None)
+        token_list = torch.stack(tokens).tolist()
+        return Proposal(token_list, torch.stack(qs), torch.stack(raws).float().softmax(-1), times, len(tokens))
+
+    def rollback(self, valid_len: int) -> None:
+        if self.cache_len > valid_len:
+            self.cache.crop(valid_len - self.cache_len)
+            self.cache_len = valid_len
+
+
+class NGramDrafter:
+    """Prompt lookup: find the most recent earlier occurrence of the sequence's last n tokens (n from
+    ``max_ngram`` down to ``min_ngram``) in prompt + generated text and propose the tokens that
+    followed it. q is a point mass, so alpha = p(x) and the residual is p with x removed."""
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self.name = "ngram"
+
+    def start(self, prompt_ids: list[int]) -> int:
+        return 0
+
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
+        t0 = now_ms(torch.device("cpu"))
+        tokens = lookup_ngram(np.asarray(ids), k, self.max_ngram, self.min_ngram)
+        if policy.eos_token_id is not None and policy.eos_token_id in tokens:
+            tokens = tokens[: tokens.index(policy.eos_token_id) + 1]
+        return Proposal(tokens, None, None, [now_ms(torch.device("cpu")) - t0], 0)
+
+    def rollback(self, valid_len: int) -> None:
+        pass
+
+
+def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
+    """Up to k tokens following the most recent earlier match of the last n tokens, longest n first."""
+    n_ids = len(ids)
+    if k <= 0:
+        return []
+    for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
+        pattern = ids[n_ids - n:]
+        # windows starting at 0 .. n_ids-n-1 (the trailing occurrence itself is excluded)
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:n_ids - 1], n)
+        hits = np.flatnonzero((windows == pattern).all(axis=1))
+        if len(hits):
+            start = int(hits[-1]) + n
+            return ids[start:start + k].tolist()
+    return []
+
+
+def _vocab_size(model: torch.nn.Module) -> int:
+    return int(model.get_output_embeddings().weight.shape[0])

@@ -1,0 +1,294 @@
+"""The Trace: the one contract between engine and UI, and the export/replay file format
+("specdec-trace/1", DESIGN.md §4). Plain Python values only, JSON-able both ways.
+
+``Trace.from_dict`` is the gate for untrusted files (uploads): it checks types, ranges, sizes and the
+invariants (alpha = min(1, p/q), accepted iff u < alpha, emitted tokens concatenate to new_token_ids)
+and raises ValueError naming the first problem.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "specdec-trace/1"
+MAX_ITERATIONS = 10_000
+MAX_TOKENS = 20_000
+MAX_TOP = 64
+MAX_TEXT = 200_000
+ALPHA_TOL = 1e-4
+
+
+@dataclass
+class DraftRecord:
+    token_id: int
+    text: str
+    q: float                     # warped draft probability of this token (1.0 for a point-mass drafter)
+    p: float                     # warped target probability of this token
+    alpha: float                 # min(1, p/q)
+    u: float | None              # the uniform draw; None when untested or greedy
+    accepted: bool
+    tested: bool = True          # False for drafts after the first rejection (never looked at)
+    p_raw: float | None = None   # unwarped (temperature 1) target probability, for display
+    q_raw: float | None = None   # unwarped draft probability (None for a point-mass drafter)
+
+
+@dataclass
+class ResampledRecord:
+    token_id: int
+    text: str
+    p: float                                  # warped target probability of the replacement
+    residual_top: list[list] = field(default_factory=list)   # [[token_id, text, prob], ...] top-10
+    position: int = 0                         # index of the rejected draft it replaces
+    residual_prob: float | None = None        # probability of the replacement under the residual
+    p_top: list[list] = field(default_factory=list)   # top-10 of p at that position
+    q_top: list[list] = field(default_factory=list)   # top-10 of q at that position
+
+
+@dataclass
+class BonusRecord:
+    token_id: int
+    text: str
+    p: float
+
+
+@dataclass
+class IterationRecord:
+    index: int
+    start_len: int               # sequence length (prompt + generated) when the iteration began
+    k: int                       # drafts asked for this iteration (after clipping / adaptation)
+    drafts: list[DraftRecord]
+    resampled: ResampledRecord | None
+    bonus: BonusRecord | None
+    emitted: list[int]
+    draft_ms: list[float]        # one entry per draft forward (n-gram: the lookup)
+    verify_ms: float             # the one target forward over last token + drafts
+    other_ms: float              # sampling math, bookkeeping, cache rollback, trace building
+    t_start_ms: float = 0.0      # since the run started (prefill included), for a real time axis
+
+
+@dataclass
+class Stats:
+    new_tokens: int = 0
+    iterations: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_rate: float = 0.0           # accepted / drafted
+    mean_tokens_per_iteration: float = 0.0
+    target_forwards: int = 0               # prefill included
+    draft_forwards: int = 0                # prefill included; 0 for the n-gram drafter
+    wall_ms: float = 0.0
+    tokens_per_s: float = 0.0
+    prefill_ms: float = 0.0
+
+
+@dataclass
+class BaselineResult:
+    new_token_ids: list[int]
+    text: str
+    token_ms: list[float]        # one target forward per token (the first includes the prefill)
+    wall_ms: float
+    tokens_per_s: float
+    target_forwards: int = 0
+
+
+@dataclass
+class Trace:
+    config: dict
+    prompt: str
+    prompt_ids: list[int]
+    iterations: list[IterationRecord] = field(default_factory=list)
+    new_token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    stats: Stats = field(default_factory=Stats)
+    baseline: BaselineResult | None = None
+    finish_reason: str = ""      # "eos" | "length" | "stopped" | "" while running
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if self.baseline is None:
+            del d["baseline"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Trace":
+        return _parse_trace(d)
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+def _fail(where: str, msg: str) -> None:
+    raise ValueError(f"invalid trace: {where}: {msg}")
+
+
+def _get(d: dict, key: str, where: str, kind: type | tuple, optional: bool = False, default: Any = None) -> Any:
+    if key not in d:
+        if optional:
+            return default
+        _fail(where, f"missing field '{key}'")
+    v = d[key]
+    if v is None and optional:
+        return default
+    if kind is float and isinstance(v, int) and not isinstance(v, bool):
+        v = float(v)
+    if isinstance(v, bool) and kind in (int, float, (int, float)):
+        _fail(f"{where}.{key}", f"expected a number, got {v!r}")
+    if not isinstance(v, kind):
+        _fail(f"{where}.{key}", f"expected {getattr(kind, '__name__', kind)}, got {type(v).__name__}")
+    if isinstance(v, float) and not math.isfinite(v):
+        _fail(f"{where}.{key}", f"must be finite, got {v}")
+    if isinstance(v, str) and len(v) > MAX_TEXT:
+        _fail(f"{where}.{key}", "text too long")
+    return v
+
+
+def _prob(d: dict, key: str, where: str, optional: bool = False) -> float | None:
+    v = _get(d, key, where, float, optional=optional)
+    if v is not None and not -1e-6 <= v <= 1 + 1e-6:
+        _fail(f"{where}.{key}", f"probability outside [0, 1]: {v}")
+    return v
+
+
+def _token_list(v: Any, where: str, limit: int = MAX_TOKENS) -> list[int]:
+    if not isinstance(v, list) or len(v) > limit:
+        _fail(where, f"expected a list of at most {limit} token ids")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 10_000_000 for t in v):
+        _fail(where, "token ids must be non-negative integers")
+    return list(v)
+
+
+def _top_list(v: Any, where: str) -> list[list]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or len(v) > MAX_TOP:
+        _fail(where, f"expected a list of at most {MAX_TOP} [token_id, text, prob] rows")
+    out = []
+    for i, row in enumerate(v):
+        if (not isinstance(row, (list, tuple)) or len(row) != 3 or not isinstance(row[0], int)
+                or isinstance(row[0], bool) or not isinstance(row[1], str) or len(row[1]) > 1000
+                or not isinstance(row[2], (int, float)) or isinstance(row[2], bool)
+                or not (-1e-6 <= row[2] <= 1 + 1e-6)):
+            _fail(f"{where}[{i}]", "expected [token_id, text, probability]")
+        out.append([row[0], row[1], float(row[2])])
+    return out
+
+
+def _dict(v: Any, where: str) -> dict:
+    if not isinstance(v, dict):
+        _fail(where, f"expected an object, got {type(v).__name__}")
+    return v
+
+
+def _parse_draft(d: Any, where: str) -> DraftRecord:
+    d = _dict(d, where)
+    r = DraftRecord(
+        token_id=_token_list([_get(d, "token_id", where, int)], f"{where}.token_id")[0],
+        text=_get(d, "text", where, str), q=_prob(d, "q", where), p=_prob(d, "p", where),
+        alpha=_prob(d, "alpha", where), u=_prob(d, "u", where, optional=True),
+        accepted=_get(d, "accepted", where, bool), tested=_get(d, "tested", where, bool, True, True),
+        p_raw=_prob(d, "p_raw", where, optional=True), q_raw=_prob(d, "q_raw", where, optional=True))
+    expected = min(1.0, r.p / r.q) if r.q > 0 else (1.0 if r.p > 0 else 0.0)
+    if r.tested and abs(r.alpha - expected) > ALPHA_TOL:
+        _fail(where, f"alpha {r.alpha} != min(1, p/q) = {expected}")
+    if r.u is not None and r.accepted != (r.u < r.alpha):
+        _fail(where, f"accepted={r.accepted} contradicts u={r.u} < alpha={r.alpha}")
+    if not r.tested and r.accepted:
+        _fail(where, "an untested draft cannot be accepted")
+    return r
+
+
+def _parse_iteration(d: Any, where: str) -> IterationRecord:
+    d = _dict(d, where)
+    drafts_raw = _get(d, "drafts", where, list)
+    if len(drafts_raw) > 64:
+        _fail(f"{where}.drafts", "more than 64 drafts")
+    drafts = [_parse_draft(x, f"{where}.drafts[{i}]") for i, x in enumerate(drafts_raw)]
+    rs = _get(d, "resampled", where, dict, optional=True)
+    resampled = None
+    if rs is not None:
+        w = f"{where}.resampled"
+        resampled = ResampledRecord(
+            token_id=_token_list([_get(rs, "token_id", w, int)], f"{w}.token_id")[0],
+            text=_get(rs, "text", w, str), p=_prob(rs, "p", w),
+            residual_top=_top_list(rs.get("residual_top"), f"{w}.residual_top"),
+            position=_get(rs, "position", w, int, True, 0),
+            residual_prob=_prob(rs, "residual_prob", w, optional=True),
+            p_top=_top_list(rs.get("p_top"), f"{w}.p_top"), q_top=_top_list(rs.get("q_top"), f"{w}.q_top"))
+    bn = _get(d, "bonus", where, dict, optional=True)
+    bonus = None
+    if bn is not None:
+        w = f"{where}.bonus"
+        bonus = BonusRecord(token_id=_token_list([_get(bn, "token_id", w, int)], f"{w}.token_id")[0],
+                            text=_get(bn, "text", w, str), p=_prob(bn, "p", w))
+    draft_ms = _get(d, "draft_ms", where, list)
+    if len(draft_ms) > 128 or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                      and math.isfinite(x) and x >= 0 for x in draft_ms):
+        _fail(f"{where}.draft_ms", "expected a list of non-negative numbers")
+    it = IterationRecord(
+        index=_get(d, "index", where, int), start_len=_get(d, "start_len", where, int),
+        k=_get(d, "k", where, int), drafts=drafts, resampled=resampled, bonus=bonus,
+        emitted=_token_list(_get(d, "emitted", where, list), f"{where}.emitted", 65),
+        draft_ms=[float(x) for x in draft_ms], verify_ms=_nonneg(d, "verify_ms", where),
+        other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True))
+    n_acc = sum(x.accepted for x in drafts)
+    if any(x.accepted for x in drafts[n_acc:]) or not all(x.accepted for x in drafts[:n_acc]):
+        _fail(where, "accepted drafts must form a prefix")
+    if [x.token_id for x in drafts[:n_acc]] != it.emitted[:n_acc]:
+        _fail(where, "emitted does not start with the accepted drafts")
+    if resampled is not None and bonus is not None:
+        _fail(where, "an iteration has a resampled token or a bonus token, not both")
+    return it
+
+
+def _nonneg(d: dict, key: str, where: str, optional: bool = False) -> float:
+    v = _get(d, key, where, float, optional=optional, default=0.0)
+    if v < 0:
+        _fail(f"{where}.{key}", f"must be >= 0, got {v}")
+    return v
+
+
+def _parse_trace(d: Any) -> Trace:
+    d = _dict(d, "trace")
+    if d.get("schema") != SCHEMA:
+        _fail("schema", f"expected '{SCHEMA}', got {d.get('schema')!r}")
+    config = _get(d, "config", "trace", dict)
+    for key, kind in (("k", int), ("temperature", float), ("max_new_tokens", int)):
+        _get(config, key, "config", kind)
+    for key in config:
+        if not isinstance(key, str) or len(key) > 64:
+            _fail("config", "keys must be short strings")
+    for key, v in config.items():
+        if not (v is None or isinstance(v, (str, int, float, bool))) or (isinstance(v, str) and len(v) > 500):
+            _fail(f"config.{key}", "values must be short scalars")
+    iters_raw = _get(d, "iterations", "trace", list)
+    if len(iters_raw) > MAX_ITERATIONS:
+        _fail("iterations", f"more than {MAX_ITERATIONS} iterations")
+    iterations = [_parse_iteration(x, f"iterations[{i}]") for i, x in enumerate(iters_raw)]
+    new_ids = _token_list(_get(d, "new_token_ids", "trace", list), "new_token_ids")
+    if [t for it in iterations for t in it.emitted] != new_ids:
+        _fail("iterations", "the emitted tokens do not concatenate to new_token_ids")
+    st = _dict(_get(d, "stats", "trace", dict), "stats")
+    stats = Stats(**{f: _get(st, f, "stats", type(getattr(Stats(), f)), optional=(f == "prefill_ms"),
+                             default=0.0) for f in Stats.__dataclass_fields__})
+    if stats.new_tokens != len(new_ids) or stats.iterations != len(iterations):
+        _fail("stats", "new_tokens / iterations disagree with the iterations")
+    baseline = None
+    bd = _get(d, "baseline", "trace", dict, optional=True)
+    if bd is not None:
+        token_ms = _get(bd, "token_ms", "baseline", list)
+        if len(token_ms) > MAX_TOKENS or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 and math.isfinite(x) and x >= 0 for x in token_ms):
+            _fail("baseline.token_ms", "expected a list of non-negative numbers")
+        baseline = BaselineResult(
+            new_token_ids=_token_list(_get(bd, "new_token_ids", "baseline", list), "baseline.new_token_ids"),
+            text=_get(bd, "text", "baseline", str), token_ms=[float(x) for x in token_ms],
+            wall_ms=_nonneg(bd, "wall_ms", "baseline"), tokens_per_s=_nonneg(bd, "tokens_per_s", "baseline"),
+            target_forwards=_get(bd, "target_forwards", "baseline", int, True, 0))
+    finish = _get(d, "finish_reason", "trace", str, True, "")
+    if finish not in ("", "eos", "length", "stopped"):
+        _fail("finish_reason", f"unknown value {finish!r}")
+    return Trace(config=dict(config), prompt=_get(d, "prompt", "trace", str),
+                 prompt_ids=_token_list(_get(d, "prompt_ids", "trace", list), "prompt_ids"),
+                 iterations=iterations, new_token_ids=new_ids, text=_get(d, "text", "trace", str),
+                 stats=stats, baseline=baseline, finish_reason=finish)
