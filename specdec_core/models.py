@@ -71,12 +71,18 @@ def load_bundled_model(device: str | torch.device | None = None,
     from transformers.utils import logging as hf_logging
     folder = bundled_model_dir()
     dev = pick_device(str(device) if device is not None else None)
+    quiet = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # the GGUF dequantizer draws a progress bar on stderr
     hf_logging.disable_progress_bar()
     try:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
     finally:
         hf_logging.enable_progress_bar()
+        if quiet is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = quiet
     model = model.to(device=dev, dtype=dtype or pick_dtype(dev)).eval()
     model.name_or_path_label = BUNDLED_NAME
     return model, tok
@@ -153,3 +159,45 @@ def encode_prompt(tokenizer: Any, prompt: str, chat: bool = True) -> list[int]:
     if not ids:
         raise ValueError("the prompt encodes to no tokens")
     return list(ids)
+
+
+@dataclass
+class LoadedModel:
+    key: str                 # "bundled" or the hub id / folder it was loaded from
+    label: str
+    model: torch.nn.Module
+    tokenizer: Any
+    lock: Any                # threading.Lock: one generation at a time per loaded model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+class ModelPool:
+    """Loads each model once and hands out (model, tokenizer, lock). Thread-safe; meant to live for the
+    lifetime of an app process (created in ``main``, never at import time)."""
+
+    def __init__(self, allow_local: bool = False, device: str | None = None) -> None:
+        import threading
+        self.allow_local = allow_local
+        self.device = device
+        self._models: dict[str, LoadedModel] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: str) -> LoadedModel:
+        import threading
+        with self._guard:
+            if key not in self._models:
+                if key == "bundled":
+                    model, tok = load_bundled_model(self.device)
+                    label = BUNDLED_NAME
+                else:
+                    model, tok = load_model(key, self.device, allow_local=self.allow_local)
+                    label = key
+                self._models[key] = LoadedModel(key, label, model, tok, threading.Lock())
+            return self._models[key]
+
+    def loaded(self) -> list[str]:
+        with self._guard:
+            return list(self._models)
