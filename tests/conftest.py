@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny in-process models (random weights, no downloads) and the bundled model."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def make_tiny_lm(vocab_size: int = 8, seed: int = 0, scale: float = 4.0, layers: int = 1, hidden: int = 16):
+    """A tiny Llama causal LM with random weights. ``scale`` multiplies the output head so that the
+    distributions are peaked enough to differ between seeds (target vs draft disagree)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                      max_position_embeddings=512, tie_word_embeddings=False, bos_token_id=None,
+                      eos_token_id=None, pad_token_id=None)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(scale)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    """(target, draft): two different tiny models over the same 8-token vocabulary."""
+    return make_tiny_lm(seed=1), make_tiny_lm(seed=2)
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    """(model, tokenizer) of the bundled SmolLM2-135M-Instruct, loaded once per test session."""
+    from specdec_core import load_bundled_model
+    return load_bundled_model("cpu")
