@@ -3,7 +3,9 @@ prompt encoding. Hub loading is real code (it works wherever the Hub is reachabl
 Spaces); loading never enables ``trust_remote_code`` and accepts safetensors weights only."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -71,18 +73,13 @@ def load_bundled_model(device: str | torch.device | None = None,
     from transformers.utils import logging as hf_logging
     folder = bundled_model_dir()
     dev = pick_device(str(device) if device is not None else None)
-    quiet = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # the GGUF dequantizer draws a progress bar on stderr
     hf_logging.disable_progress_bar()
-    try:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
+    try:  # the GGUF dequantizer draws its own tqdm bar on stderr; keep the console (and CLI output) clean
+        with contextlib.redirect_stderr(io.StringIO()):
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
     finally:
         hf_logging.enable_progress_bar()
-        if quiet is None:
-            os.environ.pop("TQDM_DISABLE", None)
-        else:
-            os.environ["TQDM_DISABLE"] = quiet
     model = model.to(device=dev, dtype=dtype or pick_dtype(dev)).eval()
     model.name_or_path_label = BUNDLED_NAME
     return model, tok
@@ -201,3 +198,17 @@ class ModelPool:
     def loaded(self) -> list[str]:
         with self._guard:
             return list(self._models)
+
+
+def make_drafter(pool: ModelPool, target: LoadedModel, draft_key: str) -> Any:
+    """A drafter for ``target``: "ngram" (prompt lookup), "self" (the target drafting for itself, the
+    classic pitfall: c = 1), or a model key for the pool ("bundled", a hub id, a folder). A model draft
+    must pass the tokenizer compatibility check."""
+    from .drafters import ModelDrafter, NGramDrafter
+    if draft_key == "ngram":
+        return NGramDrafter()
+    if draft_key in ("self", target.key):
+        return ModelDrafter(target.model, name=f"self ({target.label})")
+    draft = pool.get(draft_key)
+    check_tokenizer_compat(target.tokenizer, draft.tokenizer)
+    return ModelDrafter(draft.model, name=draft.label)

@@ -1,0 +1,87 @@
+"""Command line: python -m specdec_core --prompt "..." [--baseline] [--json OUT]."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import MAX_K, MAX_NEW_TOKENS, SpecConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m specdec_core",
+                                 description="Speculative decoding with a full per-iteration trace. "
+                                             "With no model arguments it runs the bundled SmolLM2-135M offline.")
+    ap.add_argument("--prompt", required=True, help="the user prompt")
+    ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
+    ap.add_argument("--draft", default="ngram",
+                    help="'ngram' (default, prompt lookup), 'self' (the target drafts for itself), 'bundled', "
+                         "a hub id or a local folder")
+    ap.add_argument("--k", type=int, default=4, help=f"draft tokens per iteration (1..{MAX_K})")
+    ap.add_argument("--adaptive-k", action="store_true", help="adapt K between iterations (K is the maximum)")
+    ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    ap.add_argument("--top-k", type=int, default=0, help="0 = off")
+    ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
+    ap.add_argument("--max-new-tokens", type=int, default=64, help=f"1..{MAX_NEW_TOKENS}")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    ap.add_argument("--baseline", action="store_true", help="also run target-only generation and compare")
+    ap.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
+    ap.add_argument("--json", metavar="OUT", help="write the trace (with the baseline) as JSON")
+    return ap
+
+
+def summary_lines(trace, baseline=None) -> list[str]:
+    st = trace.stats
+    c = trace.config
+    lines = [
+        f"pair: draft={c.get('drafter')} -> target={c.get('target', '?')}  on {c.get('device')} ({c.get('dtype')})",
+        f"tokens: {st.new_tokens} in {st.iterations} iterations, {st.mean_tokens_per_iteration:.2f} tokens/iteration",
+        f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %)",
+        f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
+        f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
+    ]
+    if baseline is not None:
+        same = baseline.new_token_ids == trace.new_token_ids
+        lines += [f"baseline:    {baseline.wall_ms:.0f} ms, {baseline.tokens_per_s:.2f} tokens/s, "
+                  f"target forwards {baseline.target_forwards} (measured)",
+                  f"speedup: {trace.stats.tokens_per_s / baseline.tokens_per_s:.2f}x tokens/s"
+                  if baseline.tokens_per_s > 0 else "speedup: n/a",
+                  f"output identical to baseline: {'yes' if same else 'no'}"
+                  + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from .engine import baseline_generate, speculative_generate, warm_up
+    from .models import ModelPool, encode_prompt, make_drafter
+    cfg = SpecConfig(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                     max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k)
+    if not args.prompt.strip():
+        raise ValueError("the prompt is empty")
+    pool = ModelPool(allow_local=True, device=args.device)
+    target = pool.get(args.target)
+    drafter = make_drafter(pool, target, args.draft)
+    ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
+    warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())
+    trace = speculative_generate(target.model, drafter, ids, cfg, target.tokenizer, prompt=args.prompt,
+                                 meta={"target": target.label, "draft": args.draft})
+    if args.baseline:
+        trace.baseline = baseline_generate(target.model, ids, cfg, target.tokenizer)
+    print(trace.text)
+    print("---")
+    print("\n".join(summary_lines(trace, trace.baseline)))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(trace.to_dict(), f)
+        print(f"trace written to {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, RuntimeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
