@@ -54,11 +54,14 @@ def summary_lines(trace, baseline=None) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import baseline_generate, speculative_generate, warm_up
-    from .models import ModelPool, encode_prompt, make_drafter
+    from .models import ModelPool, encode_prompt, make_drafter, validate_model_id
     cfg = SpecConfig(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                      max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k)
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
+    for key in (args.target, args.draft):  # refuse bad names before loading anything
+        if key not in ("bundled", "ngram", "self"):
+            validate_model_id(key)
     pool = ModelPool(allow_local=True, device=args.device)
     target = pool.get(args.target)
     drafter = make_drafter(pool, target, args.draft)

@@ -81,7 +81,6 @@ def load_bundled_model(device: str | torch.device | None = None,
     finally:
         hf_logging.enable_progress_bar()
     model = model.to(device=dev, dtype=dtype or pick_dtype(dev)).eval()
-    model.name_or_path_label = BUNDLED_NAME
     return model, tok
 
 
