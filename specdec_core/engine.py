@@ -226,7 +226,9 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             trace.finish_reason = done
         if tokenizer is not None:
             trace.text = tokenizer.decode(trace.new_token_ids)
+        t_yield = now_ms(device)
         yield trace
+        t_run += now_ms(device) - t_yield  # time the consumer held the generator is not generation time
         if done:
             return
 
@@ -283,7 +285,11 @@ def stream_baseline(target: torch.nn.Module, input_ids: Any, cfg: SpecConfig, to
         done = tok == eos or len(res.new_token_ids) >= cfg.max_new_tokens
         if tokenizer is not None and (done or cfg.full_trace):
             res.text = tokenizer.decode(res.new_token_ids)
+        t_yield = now_ms(device)
         yield res
+        paused = now_ms(device) - t_yield  # time the consumer held the generator is not generation time
+        t_run += paused
+        t_prev += paused
         if done:
             return
 
