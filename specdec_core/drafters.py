@@ -30,6 +30,7 @@ class DraftPolicy:
     generator: torch.Generator | None
     eos_token_id: int | None = None
     bugs: InjectedBugs = NO_BUGS
+    raw_probs: bool = True      # also return the unwarped q (display only; full traces want it)
 
     @property
     def greedy(self) -> bool:
@@ -89,16 +90,19 @@ class ModelDrafter:
         for _ in range(k):
             t0 = now_ms(self.device)
             logits = self._forward(feed)
-            q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
-            if policy.greedy or bugs.greedy_draft_ratio_rule:
+            if policy.greedy:  # q is the point mass on the argmax: returned as None, no (V,) one-hot built
                 tok = logits.argmax(-1)
-            elif bugs.draft_temperature is not None:
-                tok = sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator)
             else:
-                tok = sample(q, policy.generator)
+                q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
+                if bugs.greedy_draft_ratio_rule:
+                    tok = logits.argmax(-1)
+                elif bugs.draft_temperature is not None:
+                    tok = sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator)
+                else:
+                    tok = sample(q, policy.generator)
+                qs.append(q)
             times.append(now_ms(self.device) - t0)
             tokens.append(tok)
-            qs.append(q)
             raws.append(logits)
             feed = tok
             if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
@@ -106,7 +110,12 @@ class ModelDrafter:
         if not tokens:
             return Proposal([], None)
         token_list = torch.stack(tokens).tolist()
-        return Proposal(token_list, torch.stack(qs), torch.stack(raws).float().softmax(-1), times, len(tokens))
+        draft_probs = torch.stack(qs) if qs else None
+        raw = None
+        if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
+            plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
+            raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
+        return Proposal(token_list, draft_probs, raw, times, len(tokens))
 
     def rollback(self, valid_len: int) -> None:
         if self.cache_len > valid_len:

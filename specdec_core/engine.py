@@ -19,7 +19,7 @@ import torch
 from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
 from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal
-from .sampling import acceptance_probs, first_rejection, point_mass, residual_distribution, sample, warp_logits
+from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
 from .timing import now_ms
 from .trace import (BaselineResult, BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Stats, Trace)
 
@@ -96,6 +96,45 @@ def _top(probs: torch.Tensor, text: Callable[[int], str], n: int = TOP_N) -> lis
     return [[i, text(i), v] for v, i in zip(vals.tolist(), idx.tolist()) if v > 0]
 
 
+def _unwarped(cfg: SpecConfig) -> bool:
+    """True when warping is the plain softmax (temperature 1, no top-k, no top-p): warped == unwarped."""
+    return cfg.temperature == 1 and cfg.top_k == 0 and cfg.top_p >= 1.0
+
+
+def _to_host(*parts: torch.Tensor | None) -> list[list[float] | None]:
+    """Several small tensors copied to the host in ONE transfer (one device sync): flattened, joined as
+    float32 (exact for float32 values and for token ids below 2**24), split again. None stays None."""
+    present = [t.reshape(-1).to(torch.float32) for t in parts if t is not None]
+    flat = torch.cat(present).tolist() if present else []
+    out: list[list[float] | None] = []
+    at = 0
+    for t in parts:
+        if t is None:
+            out.append(None)
+        else:
+            out.append(flat[at:at + t.numel()])
+            at += t.numel()
+    return out
+
+
+def _first_rejection(u: list[float], alpha: list[float]) -> int:
+    """Index of the first draft with u >= alpha (rejected), or len(alpha) if all are accepted."""
+    return next((i for i, (ui, ai) in enumerate(zip(u, alpha)) if ui >= ai), len(alpha))
+
+
+def _sampled_to_host(tok: torch.Tensor, p_row: torch.Tensor, residual: torch.Tensor | None,
+                     top_rows: list[torch.Tensor], text: Callable[[int], str]) -> tuple[int, float, float | None, list]:
+    """The sampled token, its p and residual probability, and the top-10 lists of ``top_rows``, in ONE
+    transfer. ``p_row`` is p at the position the token was drawn for."""
+    tops = [torch.topk(r.float(), min(TOP_N, r.shape[-1])) for r in top_rows]
+    host = _to_host(tok, p_row[tok], None if residual is None else residual[tok],
+                    *[t.values for t in tops], *[t.indices for t in tops])
+    new_tok = int(host[0][0])
+    lists = [[[int(i), text(int(i)), v] for v, i in zip(vals, idx) if v > 0]
+             for vals, idx in zip(host[3:3 + len(tops)], host[3 + len(tops):])]
+    return new_tok, host[1][0], None if host[2] is None else host[2][0], lists or [[], [], []]
+
+
 def _resolve_eos(eos_token_id: int | None, tokenizer: Any) -> int | None:
     if eos_token_id is None and tokenizer is not None:
         eos_token_id = getattr(tokenizer, "eos_token_id", None)
@@ -115,7 +154,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     tgt = TargetModel(target)
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs)
+    policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace)
     warp = lambda logits: warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # noqa: E731
     prompt_len = len(ids)
     trace = Trace(config={**cfg.to_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),
@@ -145,35 +184,45 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         t_v = now_ms(device)
         logits = tgt.forward(ids, drafts, logits_to_keep=n + 1)          # (n+1, V)
         verify_ms = now_ms(device) - t_v
-        # 3. accept / reject
-        p = warp(logits)                                                   # (n+1, V)
+        # 3. accept / reject. Greedy: p is one-hot at the argmax, so p(x) = alpha = [x == argmax] and no
+        #    (n+1, V) one-hot is built. Everything the decision and the trace need from this step is copied
+        #    to the host in ONE transfer (one device sync per iteration, not one per token).
         d_idx = torch.tensor(drafts, device=device, dtype=torch.long)
         rows = torch.arange(n, device=device)
-        p_x = p[rows, d_idx]
         q_x = prop.draft_probs[rows, d_idx] if prop.draft_probs is not None else torch.ones(n, device=device)
+        p = argmax = u = raw_p = raw_q = None
         if cfg.greedy:
-            argmax = logits.argmax(-1)
-            alpha = (d_idx == argmax[:n]).float()
-            u = None
-            n_acc = first_rejection(torch.zeros(n, device=device), alpha)
+            argmax = logits.argmax(-1)                                     # (n+1,)
+            p_x = alpha = (d_idx == argmax[:n]).float()
         else:
+            p = warp(logits)                                               # (n+1, V)
+            p_x = p[rows, d_idx]
             alpha = acceptance_probs(p_x, q_x)
             u = torch.rand(n, generator=gen, device=device)
-            n_acc = first_rejection(u, alpha)
+        if cfg.full_trace:  # unwarped p(x); at temperature 1 without top-k/top-p the warped p already is it
+            raw_p = p_x if (p is not None and _unwarped(cfg)) else logits[:n].float().softmax(-1)[rows, d_idx]
+            raw_q = prop.raw_probs[rows, d_idx] if prop.raw_probs is not None else None
+        p_list, q_list, a_list, u_list, raw_p_list, raw_q_list, argmax_list = _to_host(
+            p_x, q_x, alpha, u, raw_p, raw_q, argmax)
+        n_acc = _first_rejection([0.0] * n if u_list is None else u_list, a_list)
         # 4. resample on the first rejection, or bonus when all were accepted
-        resampled = bonus = None
-        if n_acc < n:
-            q_row = prop.draft_probs[n_acc] if prop.draft_probs is not None else point_mass(drafts[n_acc], p.shape[-1], device)
-            if cfg.greedy:
-                residual = p[n_acc]
-                new_tok = int(argmax[n_acc])
-            else:
-                residual = p[n_acc] if bugs.resample_from_p else residual_distribution(p[n_acc], q_row)
-                new_tok = int(sample(residual, gen))
-            emitted = drafts[:n_acc] + [new_tok]
+        rejected = n_acc < n
+        tops: list[list] = [[], [], []]                                    # residual, p, q top-10 at n_acc
+        if cfg.greedy:  # the residual is p itself: the one-hot at the argmax
+            new_tok, p_new, res_new = int(argmax_list[n_acc]), 1.0, 1.0
+            if rejected and cfg.full_trace:
+                one = [[new_tok, text(new_tok), 1.0]]
+                tops = [one, one, _top(prop.draft_probs[n_acc], text) if prop.draft_probs is not None
+                        else [[drafts[n_acc], text(drafts[n_acc]), 1.0]]]
         else:
-            new_tok = int(argmax[n]) if cfg.greedy else int(sample(p[n], gen))
-            emitted = drafts + ([] if (bugs.drop_bonus and n > 0) else [new_tok])
+            residual = None
+            if rejected:
+                q_row = prop.draft_probs[n_acc] if prop.draft_probs is not None else point_mass(drafts[n_acc], p.shape[-1], device)
+                residual = p[n_acc] if bugs.resample_from_p else residual_distribution(p[n_acc], q_row)
+            tok_t = sample(residual if rejected else p[n], gen)
+            new_tok, p_new, res_new, tops = _sampled_to_host(
+                tok_t, p[n_acc], residual, [residual, p[n_acc], q_row] if (rejected and cfg.full_trace) else [], text)
+        emitted = drafts[:n_acc] + [new_tok] if rejected else drafts + ([] if (bugs.drop_bonus and n > 0) else [new_tok])
         if eos is not None and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]
         # 5. rollback both caches to the accepted prefix (at least one token stays unseen)
@@ -182,29 +231,21 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         tgt.rollback(valid)
         drafter.rollback(valid)
         # 6. record
-        p_list, q_list, a_list = p_x.tolist(), q_x.tolist(), alpha.tolist()
-        u_list = u.tolist() if u is not None else [None] * n
         records = []
-        if cfg.full_trace:
-            raw_p = logits[:n].float().softmax(-1)[rows, d_idx].tolist()
-            raw_q = (prop.raw_probs[rows, d_idx].tolist() if prop.raw_probs is not None else [None] * n)
-        else:
-            raw_p, raw_q = [None] * n, [None] * n
         for i, tok in enumerate(drafts):
             tested = i <= n_acc
             records.append(DraftRecord(
                 token_id=tok, text=text(tok) if cfg.full_trace else "", q=q_list[i], p=p_list[i], alpha=a_list[i],
-                u=u_list[i] if tested else None, accepted=i < n_acc, tested=tested, p_raw=raw_p[i], q_raw=raw_q[i]))
-        if n_acc < n:
+                u=u_list[i] if (tested and u_list is not None) else None, accepted=i < n_acc, tested=tested,
+                p_raw=None if raw_p_list is None else raw_p_list[i], q_raw=None if raw_q_list is None else raw_q_list[i]))
+        resampled = bonus = None
+        if rejected:
             if new_tok in emitted:
                 resampled = ResampledRecord(
-                    token_id=new_tok, text=text(new_tok), p=float(p[n_acc, new_tok]), position=n_acc,
-                    residual_prob=float(residual[new_tok]),
-                    residual_top=_top(residual, text) if cfg.full_trace else [],
-                    p_top=_top(p[n_acc], text) if cfg.full_trace else [],
-                    q_top=_top(q_row, text) if cfg.full_trace else [])
+                    token_id=new_tok, text=text(new_tok), p=p_new, position=n_acc, residual_prob=res_new,
+                    residual_top=tops[0], p_top=tops[1], q_top=tops[2])
         elif len(emitted) > n:
-            bonus = BonusRecord(token_id=new_tok, text=text(new_tok), p=float(p[n, new_tok]))
+            bonus = BonusRecord(token_id=new_tok, text=text(new_tok), p=p_new)
         it_end = now_ms(device)
         draft_ms = prop.forward_ms
         trace.iterations.append(IterationRecord(
