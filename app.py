@@ -1,0 +1,73 @@
+"""Speculative Decoding Explorer: the Gradio app.
+
+    python app.py            # serves on http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT honoured)
+
+``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs) and wires their events;
+``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
+Nothing is loaded at import time.
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from components.context import AppContext
+from components.lab_tabs import add_teaching_tabs
+from components.live import build_live_tab
+from components.replay import MAX_BYTES, build_replay_tab
+from components.tokens import CSS as TOKENS_CSS
+from specdec_core import ModelPool, warm_up
+
+TITLE = "Speculative Decoding Explorer"
+DEFAULT_PORT = 7860
+INTRO = (f"# {TITLE}\n"
+         "A small **draft** proposes K tokens, the **target** checks them all in one forward pass, and every "
+         "accepted token is a target forward saved, with the output distribution unchanged. "
+         "Notation: **p** = target, **q** = draft; a draft is accepted iff u < α = min(1, p/q), and on the "
+         "first rejection the replacement is drawn from norm(max(0, p − q)).")
+PAGE_CSS = TOKENS_CSS + """
+.sd-summary table { border-collapse: collapse; width: 100%; font-size: 15px; }
+.sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
+.sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
+.sd-status { font-size: 14px; padding: 2px 0; }
+"""
+
+
+def build_demo(pool: ModelPool) -> gr.Blocks:
+    """The whole app. Per-session state lives in gr.State values; ``pool`` is shared (one lock per model)."""
+    with gr.Blocks(title=TITLE, delete_cache=(3600, 7200)) as demo:
+        gr.Markdown(INTRO)
+        ctx = AppContext(pool=pool, latest_trace=gr.State(None))
+        with gr.Tabs():
+            with gr.Tab("Live", id="live"):
+                build_live_tab(ctx)
+            with gr.Tab("Replay", id="replay"):
+                build_replay_tab()
+            add_teaching_tabs(ctx)
+    return demo
+
+
+def server_port() -> int:
+    raw = os.environ.get("GRADIO_SERVER_PORT", str(DEFAULT_PORT))
+    try:
+        port = int(raw)
+    except ValueError:
+        raise SystemExit(f"GRADIO_SERVER_PORT must be a port number, got {raw!r}") from None
+    if not 1 <= port <= 65535:
+        raise SystemExit(f"GRADIO_SERVER_PORT must be between 1 and 65535, got {port}")
+    return port
+
+
+def main() -> None:
+    pool = ModelPool(allow_local=False)
+    bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
+    warm_up(bundled.model)
+    demo = build_demo(pool)
+    demo.queue(default_concurrency_limit=4, max_size=64)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
+                css=PAGE_CSS, max_file_size=MAX_BYTES, ssr_mode=False, show_error=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+"""The seven Live/Replay figures: pure functions Trace -> go.Figure.
+
+Each builder reads what the engine recorded and draws it; nothing is recomputed here except
+display arithmetic (sums, counts) and the closed-form curves from ``specdec_core.theory``.
+A trace with no iterations (or no selected iteration) gives a figure with an explanatory message.
+All model text shown in a figure goes through ``plot_text`` (Plotly renders a subset of HTML).
+"""
+from __future__ import annotations
+
+import html
+import textwrap
+from itertools import accumulate
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specdec_core import Trace
+from specdec_core.theory import estimate_alpha, estimate_c, expected_tokens, speedup
+from specdec_core.trace import IterationRecord
+
+from . import palette as pal
+from .measures import (accepted_length_counts, baseline_progress, measured_speedup, outcome, position_counts,
+                       running_acceptance, speculative_progress)
+
+HEIGHT = 390
+LANE_DRAFT = "speculative · draft"
+LANE_TARGET = "speculative · target"
+LANE_BASELINE = "baseline · target"
+
+
+# --- shared helpers ---------------------------------------------------------------------------------
+
+def plot_text(text: str, limit: int = 24) -> str:
+    """A token as a short, visible, HTML-escaped label: spaces as '␣', newlines as '↵'."""
+    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return html.escape(shown or "∅", quote=False)
+
+
+def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str = "", **kw) -> go.Figure:
+    """Shared look: title (and an escaped-by-caller subtitle) on top, legend under the plot, large fonts."""
+    text = f"{title}<br><sup>{subtitle}</sup>" if subtitle else title
+    fig.update_layout(
+        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
+        height=height, margin={"l": 60, "r": 20, "t": 70 if subtitle else 50, "b": 105},
+        font={"family": pal.FONT, "size": 13, "color": "#222"},
+        paper_bgcolor="white", plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
+        hoverlabel={"font": {"size": 13}}, **kw)
+    fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
+    fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
+    return fig
+
+
+def empty_figure(title: str, message: str, height: int = HEIGHT) -> go.Figure:
+    """A blank figure that says why it is blank."""
+    fig = go.Figure()
+    wrapped = "<br>".join(textwrap.wrap(html.escape(message, quote=False), 64))
+    fig.add_annotation(text=wrapped, x=0.5, y=0.5, xref="paper", yref="paper",
+                       showarrow=False, font={"size": 15, "color": "#555"})
+    _layout(fig, title, height)
+    fig.update_layout(margin={"b": 20})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def resolve_index(trace: Trace, index: int | None) -> int | None:
+    """The iteration to show: ``index`` clamped into range, the last one when None, None when there are none."""
+    n = len(trace.iterations)
+    if n == 0:
+        return None
+    if index is None:
+        return n - 1
+    return min(max(int(index), 0), n - 1)
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+# --- 1. timeline ------------------------------------------------------------------------------------
+
+def timeline_figure(trace: Trace) -> go.Figure:
+    """Every draft forward and every verify forward as a bar on the run's real time axis, and the
+    baseline's one-token target forwards in a lane beneath (each run on its own clock, from 0)."""
+    title = "Timeline: draft and verify forwards vs. the baseline"
+    if not trace.iterations:
+        return empty_figure(title, "Run a prompt to see each forward pass on a time axis.")
+    draft_x, draft_base, draft_hover = [], [], []
+    ver_x, ver_base, ver_hover = [], [], []
+    oth_x, oth_base, oth_hover = [], [], []
+    for it in trace.iterations:
+        o = outcome(it)
+        t = it.t_start_ms
+        for j, ms in enumerate(it.draft_ms):
+            draft_x.append(ms)
+            draft_base.append(t)
+            draft_hover.append(f"iteration {it.index + 1} · draft forward {j + 1}/{len(it.draft_ms)}: {ms:.1f} ms")
+            t += ms
+        ver_x.append(it.verify_ms)
+        ver_base.append(t)
+        ver_hover.append(f"iteration {it.index + 1} · verify {len(it.drafts)} drafts: {it.verify_ms:.1f} ms<br>"
+                         f"accepted {o.accepted}/{o.drafted}, emitted {len(it.emitted)}")
+        t += it.verify_ms
+        oth_x.append(it.other_ms)
+        oth_base.append(t)
+        oth_hover.append(f"iteration {it.index + 1} · sampling and bookkeeping: {it.other_ms:.1f} ms")
+    fig = go.Figure()
+    if trace.stats.prefill_ms > 0:
+        fig.add_trace(go.Bar(name="prefill", y=[LANE_TARGET], x=[trace.stats.prefill_ms], base=[0.0], orientation="h",
+                             marker_color=pal.PREFILL, hovertext=[f"prompt prefill: {trace.stats.prefill_ms:.1f} ms"],
+                             hoverinfo="text"))
+    fig.add_trace(_hbar("draft forward", LANE_DRAFT, draft_x, draft_base, draft_hover, pal.DRAFT))
+    fig.add_trace(_hbar("verify forward", LANE_TARGET, ver_x, ver_base, ver_hover, pal.TARGET))
+    fig.add_trace(_hbar("other", LANE_TARGET, oth_x, oth_base, oth_hover, pal.OTHER))
+    lanes = [LANE_DRAFT, LANE_TARGET]
+    b = trace.baseline
+    if b is not None and b.token_ms:
+        starts = [0.0] + list(accumulate(b.token_ms))[:-1]
+        hover = [f"baseline token {i + 1}: {ms:.1f} ms" + (" (includes the prefill)" if i == 0 else "")
+                 for i, ms in enumerate(b.token_ms)]
+        fig.add_trace(_hbar("baseline forward", LANE_BASELINE, list(b.token_ms), starts, hover, pal.BASELINE))
+        lanes.append(LANE_BASELINE)
+    _layout(fig, title, barmode="overlay", bargap=0.35)
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", showgrid=False)
+    fig.update_xaxes(title_text="ms since the run started (each run on its own clock)")
+    return fig
+
+
+def _hbar(name: str, lane: str, widths: list[float], bases: list[float], hover: list[str], color: str) -> go.Bar:
+    return go.Bar(name=name, y=[lane] * len(widths), x=widths, base=bases, orientation="h", marker_color=color,
+                  marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text")
+
+
+# --- 2. race ----------------------------------------------------------------------------------------
+
+def race_figure(trace: Trace) -> go.Figure:
+    """Tokens generated against wall-clock time: speculative vs. the same run's baseline, speedup annotated."""
+    title = "Race: tokens vs. wall-clock time"
+    if not trace.iterations:
+        return empty_figure(title, "Run a prompt to race speculative decoding against the baseline.")
+    fig = go.Figure()
+    xs, ys = speculative_progress(trace)
+    fig.add_trace(go.Scatter(name=f"speculative ({trace.stats.tokens_per_s:.1f} tok/s)", x=xs, y=ys,
+                             mode="lines+markers", line={"shape": "hv", "color": pal.ACCEPTED, "width": 3},
+                             marker={"size": 5}, hovertemplate="%{x:.0f} ms: %{y} tokens<extra>speculative</extra>"))
+    bx, by = baseline_progress(trace)
+    if bx:
+        fig.add_trace(go.Scatter(name=f"baseline ({trace.baseline.tokens_per_s:.1f} tok/s)", x=bx, y=by,
+                                 mode="lines", line={"shape": "hv", "color": pal.BASELINE, "width": 3, "dash": "dash"},
+                                 hovertemplate="%{x:.0f} ms: %{y} tokens<extra>baseline</extra>"))
+    s = measured_speedup(trace)
+    if s is not None:
+        note = f"measured speedup ×{s:.2f}"
+    elif trace.baseline is None:
+        note = "no baseline in this run"
+    else:
+        note = "baseline running…"
+    fig.add_annotation(text=note, x=0.02, y=0.98, xref="paper", yref="paper", xanchor="left", yanchor="top",
+                       showarrow=False, font={"size": 18, "color": "#111"}, bgcolor="rgba(255,255,255,0.85)")
+    _layout(fig, title)
+    fig.update_xaxes(title_text="ms since the run started", rangemode="tozero")
+    fig.update_yaxes(title_text="tokens generated", rangemode="tozero")
+    return fig
+
+
+# --- 3. outcomes ------------------------------------------------------------------------------------
+
+def outcomes_figure(trace: Trace) -> go.Figure:
+    """Per iteration, stacked: accepted / rejected / resampled / bonus tokens; the running acceptance rate."""
+    title = "Outcomes per iteration"
+    if not trace.iterations:
+        return empty_figure(title, "Run a prompt to see what happened to each iteration's drafts.")
+    its = trace.iterations
+    os_ = [outcome(it) for it in its]
+    x = [it.index + 1 for it in its]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    stacks = (("accepted", [o.accepted for o in os_], pal.ACCEPTED, ""),
+              ("rejected", [o.rejected + o.discarded for o in os_], pal.REJECTED, "/"),
+              ("resampled", [o.resampled for o in os_], pal.RESAMPLED, "."),
+              ("bonus", [o.bonus for o in os_], pal.BONUS, "x"))
+    for name, ys, color, pattern in stacks:
+        hover = [_outcome_hover(it.index, o) for it, o in zip(its, os_)]
+        fig.add_trace(go.Bar(name=name, x=x, y=ys, marker={"color": color, "pattern": {"shape": pattern}},
+                             hovertext=hover, hoverinfo="text"), secondary_y=False)
+    fig.add_trace(go.Scatter(name="running acceptance rate", x=x, y=running_acceptance(trace), mode="lines+markers",
+                             line={"color": "#111", "width": 2}, marker={"size": 5}, connectgaps=True,
+                             hovertemplate="after iteration %{x}: %{y:.0%} accepted<extra></extra>"),
+                  secondary_y=True)
+    _layout(fig, title, barmode="stack", bargap=0.15)
+    fig.update_xaxes(title_text="iteration")
+    fig.update_yaxes(title_text="tokens", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="acceptance rate", secondary_y=True, range=[0, 1.05], tickformat=".0%",
+                     showgrid=False)
+    return fig
+
+
+def _outcome_hover(index: int, o) -> str:
+    parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
+    if o.rejected:
+        parts.append("1 rejected" + (f", {o.discarded} after it discarded untested" if o.discarded else ""))
+    if o.resampled:
+        parts.append("1 resampled from the residual")
+    if o.bonus:
+        parts.append("1 bonus token")
+    return "<br>".join(parts)
+
+
+# --- 4. p vs q of the selected iteration ------------------------------------------------------------
+
+def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
+    """For one iteration: p (target) and q (draft) of each drafted token side by side, with alpha =
+    min(1, p/q) and the uniform draw u marked, and each draft's verdict."""
+    i = resolve_index(trace, index)
+    if i is None:
+        return empty_figure("p vs q per draft", "Run a prompt, then pick an iteration.")
+    it = trace.iterations[i]
+    title = f"Iteration {i + 1}: p (target) vs q (draft) for each drafted token"
+    if not it.drafts:
+        return empty_figure(title, "The drafter proposed nothing this iteration (no n-gram match, or K clipped "
+                                   "to 0): the target emitted one token on its own.")
+    greedy = trace.config.get("temperature", 0) == 0
+    labels = [f"{j + 1}: {plot_text(d.text or str(d.token_id))}" for j, d in enumerate(it.drafts)]
+    hover = [_draft_hover(j, d) for j, d in enumerate(it.drafts)]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(name="p (target)", x=labels, y=[d.p for d in it.drafts], marker_color=pal.TARGET,
+                         hovertext=hover, hoverinfo="text"))
+    fig.add_trace(go.Bar(name="q (draft)", x=labels, y=[d.q for d in it.drafts], marker_color=pal.DRAFT,
+                         hovertext=hover, hoverinfo="text"))
+    fig.add_trace(go.Scatter(name="α = min(1, p/q)", x=labels, y=[d.alpha if d.tested else None for d in it.drafts],
+                             mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111",
+                                                     "line": {"color": "white", "width": 1}},
+                             hovertext=hover, hoverinfo="text"))
+    u_vals = [d.u for d in it.drafts]
+    if any(u is not None for u in u_vals):
+        fig.add_trace(go.Scatter(name="u ~ U[0, 1)", x=labels, y=u_vals, mode="markers",
+                                 marker={"symbol": "line-ew", "size": 30, "line": {"color": pal.REJECTED, "width": 4}},
+                                 hovertext=hover, hoverinfo="text"))
+    for label, d in zip(labels, it.drafts):
+        verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
+                          ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
+        fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
+    note = ("greedy: p, q one-hot; accepted iff the draft is the target's argmax (hover: raw probabilities)"
+            if greedy else "accepted iff u < α")
+    _layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
+    fig.update_yaxes(range=[0, 1.15], title_text="probability")
+    return fig
+
+
+def _draft_hover(j: int, d) -> str:
+    verdict = "accepted" if d.accepted else ("rejected" if d.tested else "not tested (after the first rejection)")
+    lines = [f"draft {j + 1}: {plot_text(d.text or str(d.token_id), 40)} (id {d.token_id})",
+             f"p = {d.p:.4f}   q = {d.q:.4f}", f"α = {d.alpha:.4f}   u = {_fmt(d.u, 4)}", verdict]
+    if d.p_raw is not None or d.q_raw is not None:
+        lines.append(f"unwarped: p = {_fmt(d.p_raw, 4)}   q = {_fmt(d.q_raw, 4)}")
+    return "<br>".join(lines)
+
+
+# --- 5. the residual at the selected iteration's rejection ------------------------------------------
+
+def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go.Figure:
+    """At the selected iteration's rejection: the top tokens of p, q and norm(max(0, p - q)), with the
+    token actually sampled from the residual highlighted."""
+    i = resolve_index(trace, index)
+    if i is None:
+        return empty_figure("Residual at the rejection", "Run a prompt, then pick an iteration.")
+    it = trace.iterations[i]
+    title = f"Iteration {i + 1}: residual norm(max(0, p − q)) at the rejection"
+    rs = it.resampled
+    if rs is None:
+        return empty_figure(title, _no_rejection_message(it))
+    if not rs.residual_top:
+        return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
+    p_map = {row[0]: row[2] for row in rs.p_top}
+    q_map = {row[0]: row[2] for row in rs.q_top}
+    r_map = {row[0]: row[2] for row in rs.residual_top}
+    texts = {row[0]: row[1] for rows in (rs.q_top, rs.p_top, rs.residual_top) for row in rows}
+    texts[rs.token_id] = rs.text
+    order: list[int] = []
+    for rows in (rs.residual_top, rs.p_top, rs.q_top):
+        for row in rows:
+            if row[0] not in order:
+                order.append(row[0])
+    if rs.token_id not in order:
+        order.insert(0, rs.token_id)
+    order = order[:top] if rs.token_id in order[:top] else order[: top - 1] + [rs.token_id]
+    rejected = it.drafts[rs.position] if rs.position < len(it.drafts) else None
+    labels = _unique([plot_text(texts.get(t, "") or str(t)) for t in order], order)
+    fig = go.Figure()
+    for name, m, color in (("p (target)", p_map, pal.TARGET), ("q (draft)", q_map, pal.DRAFT),
+                           ("norm(max(0, p − q))", r_map, pal.RESIDUAL)):
+        is_res = m is r_map
+        fig.add_trace(go.Bar(
+            name=name, x=labels, y=[m.get(t) for t in order], marker={
+                "color": color,
+                "line": {"color": ["#000" if (is_res and t == rs.token_id) else color for t in order],
+                         "width": [4 if (is_res and t == rs.token_id) else 0 for t in order]}},
+            hovertext=[f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = "
+                       + (f"{m[t]:.4f}" if t in m else "not in the top 10") for t in order],
+            hoverinfo="text"))
+    k = order.index(rs.token_id)
+    fig.add_annotation(x=labels[k], y=max(r_map.get(rs.token_id, 0), p_map.get(rs.token_id, 0)), yshift=10,
+                       text="sampled", showarrow=True, arrowhead=2, ay=-30, font={"size": 14, "color": "#000"})
+    if rejected is not None and rejected.token_id in order:
+        kr = order.index(rejected.token_id)
+        fig.add_annotation(x=labels[kr], y=max(q_map.get(rejected.token_id, 0), p_map.get(rejected.token_id, 0)),
+                           yshift=10, text="rejected draft", showarrow=True, arrowhead=2, ay=-30,
+                           font={"size": 13, "color": pal.REJECTED})
+    _layout(fig, title, subtitle=f"draft {rs.position + 1} rejected → resampled {plot_text(rs.text, 30)} "
+                                 f"(probability {_fmt(rs.residual_prob)} under the residual)",
+            barmode="group", bargap=0.2)
+    fig.update_yaxes(title_text="probability", rangemode="tozero")
+    return fig
+
+
+def _unique(labels: list[str], ids: list[int]) -> list[str]:
+    seen: dict[str, int] = {}
+    for lab in labels:
+        seen[lab] = seen.get(lab, 0) + 1
+    return [lab if seen[lab] == 1 else f"{lab} #{t}" for lab, t in zip(labels, ids)]
+
+
+def _no_rejection_message(it: IterationRecord) -> str:
+    if not it.drafts:
+        return "Nothing was drafted this iteration, so nothing could be rejected."
+    if it.bonus is not None:
+        return (f"Nothing was rejected: all {len(it.drafts)} drafts were accepted and the target added a bonus token "
+                f"({it.bonus.text!r}).")
+    return f"Nothing was rejected: all {len(it.drafts)} drafts were accepted."
+
+
+# --- 6. by draft position ---------------------------------------------------------------------------
+
+def positions_figure(trace: Trace) -> go.Figure:
+    """Left: acceptance rate at each draft position (accepted / tested) with the mean α there.
+    Right: how many drafts each iteration accepted (histogram of accepted lengths)."""
+    title = "Acceptance by draft position · accepted-length histogram"
+    rows = position_counts(trace)
+    if not rows:
+        return empty_figure(title, "No drafts yet: run a prompt (with a drafter that proposes tokens).")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("acceptance rate by draft position", "drafts accepted per iteration"))
+    pos = [j + 1 for j in range(len(rows))]
+    rate = [acc / tested if tested else None for _, tested, acc, _ in rows]
+    fig.add_trace(go.Bar(name="accepted / tested", x=pos, y=rate, marker_color=pal.ACCEPTED,
+                         hovertext=[f"position {j + 1}: {acc} accepted of {tested} tested ({proposed} proposed)"
+                                    for j, (proposed, tested, acc, _) in enumerate(rows)], hoverinfo="text"),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(name="mean α (tested)", x=pos, y=[a if t else None for _, t, _, a in rows],
+                             mode="markers", marker={"symbol": "diamond", "size": 12, "color": "#111"},
+                             hovertemplate="position %{x}: mean α %{y:.3f}<extra></extra>"), row=1, col=1)
+    counts = accepted_length_counts(trace)
+    fig.add_trace(go.Bar(name="iterations", x=list(range(len(counts))), y=counts, marker_color=pal.TARGET,
+                         hovertemplate="%{y} iterations accepted %{x} drafts<extra></extra>"), row=1, col=2)
+    _layout(fig, title)
+    fig.update_xaxes(title_text="draft position", dtick=1, row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
+    fig.update_xaxes(title_text="accepted drafts", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="iterations", rangemode="tozero", row=1, col=2)
+    return fig
+
+
+# --- 7. theory --------------------------------------------------------------------------------------
+
+def theory_figure(trace: Trace, k_max: int = 16) -> go.Figure:
+    """Measured tokens/iteration and speedup against the closed form E = (1 - α^(K+1)) / (1 - α),
+    speedup = E / (cK + 1), with α and c estimated from this run."""
+    title = "Measured vs. closed form (α, c estimated from this run)"
+    alpha, c = estimate_alpha(trace), estimate_c(trace)
+    if alpha is None or c is None:
+        return empty_figure(title, "Needs at least one iteration with drafts: run a prompt.")
+    k_cfg = int(trace.config.get("k", 1))
+    ks = list(range(1, max(k_max, k_cfg) + 1))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("tokens per iteration", "speedup over the baseline"))
+    fig.add_trace(go.Scatter(name="closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks], mode="lines",
+                             line={"color": pal.THEORY, "width": 2},
+                             hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(name="measured", x=[k_cfg], y=[trace.stats.mean_tokens_per_iteration],
+                             mode="markers", marker={"size": 16, "color": pal.ACCEPTED, "symbol": "circle",
+                                                     "line": {"color": "#000", "width": 1.5}},
+                             hovertemplate="K=%{x}: measured %{y:.2f} tokens/iteration<extra></extra>"),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(name="closed-form speedup", x=ks, y=[speedup(alpha, k, c) for k in ks], mode="lines",
+                             line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
+                             hovertemplate="K=%{x}: ×%{y:.2f}<extra>closed form</extra>"), row=1, col=2)
+    fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1}, row=1, col=2)
+    s = measured_speedup(trace)
+    if s is not None:
+        fig.add_trace(go.Scatter(name="measured speedup", x=[k_cfg], y=[s], mode="markers", showlegend=False,
+                                 marker={"size": 16, "color": pal.ACCEPTED, "line": {"color": "#000", "width": 1.5}},
+                                 hovertemplate="K=%{x}: measured ×%{y:.2f}<extra></extra>"), row=1, col=2)
+    adaptive = " (adaptive: the K cap)" if trace.config.get("adaptive_k") else ""
+    _layout(fig, title, subtitle=f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts) · ĉ = {c:.3f} "
+                                 f"(draft / verify forward time) · measured at K = {k_cfg}{adaptive}")
+    fig.update_xaxes(title_text="K (drafts per iteration)")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+FIGURE_IDS = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions",
+              "plot-theory")
+
+
+def all_figures(trace: Trace, index: int | None = None) -> tuple[go.Figure, ...]:
+    """The seven figures in FIGURE_IDS order; ``index`` selects the iteration for plot-pq / plot-residual."""
+    return (timeline_figure(trace), race_figure(trace), outcomes_figure(trace), pq_figure(trace, index),
+            residual_figure(trace, index), positions_figure(trace), theory_figure(trace))

@@ -1,0 +1,20 @@
+"""ZeroGPU support: on Hugging Face Spaces with ZeroGPU hardware, GPU-using handlers must be wrapped
+with ``spaces.GPU``. Elsewhere the ``spaces`` package is absent (or its decorator is a no-op), so
+``gpu_task`` returns the handler unchanged. Looked up when the app is built, never at import."""
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import TypeVar
+
+F = TypeVar("F", bound=Callable)
+
+GPU_SECONDS = 120   # the longest a Live run may hold a ZeroGPU slice
+
+
+def gpu_task(fn: F, duration: int = GPU_SECONDS) -> F:
+    """``spaces.GPU(duration=...)(fn)`` when the ``spaces`` package is importable, else ``fn``."""
+    if importlib.util.find_spec("spaces") is None:
+        return fn
+    import spaces
+    return spaces.GPU(duration=duration)(fn)

@@ -1,0 +1,348 @@
+"""The Live tab: pick a pair, set the knobs, run, and watch every iteration arrive; then step through it.
+
+The handlers are module-level functions that take the model pool explicitly (``build_live_tab`` binds
+it), so tests call them without a browser. All per-user data lives in gr.State values: the trace
+(``ctx.latest_trace``) and a small control dict ({"stop", "follow", "selected"}) that the Stop and
+step buttons flip while a run is streaming. Models are shared through the pool, one lock per model.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gradio as gr
+
+from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
+                          check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
+
+from .context import AppContext
+from .figures import resolve_index
+from .gpu import gpu_task
+from .viewer import Viewer, build_viewer, export_trace, parse_state, render_iteration, render_trace, target_index
+
+PAIR_NGRAM = "bundled|ngram"
+PAIR_SELF = "bundled|self"
+DEFAULT_PAIR = PAIR_NGRAM
+UI_MAX_K = 16
+UI_MAX_NEW_TOKENS = 512
+MAX_PROMPT_CHARS = 20_000
+LOCK_WAIT_S = 300.0
+
+EXTRACTIVE_PROMPTS = (
+    "Repeat this sentence exactly, three times: The quick brown fox jumps over the lazy dog near the old "
+    "stone bridge.",
+    "Rewrite this code with the variable x renamed to total, and show the whole function:\n\n"
+    "def order_value(items):\n    x = 0\n    for item in items:\n        x += item.price * item.quantity\n"
+    "    return x",
+    "Count from 1 to 40, separated by commas.",
+)
+OPEN_PROMPTS = (
+    "Write a short poem about the sea at night.",
+    "Give me three surprising facts about octopuses.",
+)
+DEFAULT_PROMPT = EXTRACTIVE_PROMPTS[0]
+
+
+class Pool(Protocol):
+    def get(self, key: str) -> LoadedModel: ...
+
+
+def new_control() -> dict:
+    """Per-session run control: Stop sets "stop"; stepping clears "follow" and pins "selected"."""
+    return {"stop": False, "follow": True, "selected": None}
+
+
+# --- pairs ------------------------------------------------------------------------------------------
+
+def pair_choices() -> list[tuple[str, str]]:
+    """(label, key) for the pair selector: bundled + n-gram, bundled drafting for itself, hub presets."""
+    return ([("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
+             ("SmolLM2-135M drafting for itself (pitfall: the draft costs as much as the target)", PAIR_SELF)]
+            + [(f"{p.label} (Hugging Face Hub)", f"preset:{i}") for i, p in enumerate(PRESETS)])
+
+
+@dataclass
+class Pair:
+    key: str
+    target: LoadedModel
+    draft_model: LoadedModel | None      # None for the n-gram drafter
+    meta: dict = field(default_factory=dict)
+
+    def drafter(self) -> Any:
+        """A fresh drafter for one run (drafters keep per-run state such as a KV cache)."""
+        if self.draft_model is None:
+            return NGramDrafter()
+        return ModelDrafter(self.draft_model.model, name="self" if self.draft_model is self.target else "model")
+
+    def locks(self) -> list[LoadedModel]:
+        """The models to lock for a run, each once, in a fixed order (no deadlock between two pairs)."""
+        models = {m.key: m for m in (self.target, self.draft_model) if m is not None}
+        return [models[k] for k in sorted(models)]
+
+
+def resolve_pair(pool: Pool, key: str) -> Pair:
+    """Load (or fetch from the pool) the models of a pair. Raises ValueError / RuntimeError with a
+    message fit for the page (unknown pair, download failed, incompatible tokenizers)."""
+    if key == PAIR_NGRAM:
+        t = pool.get("bundled")
+        return Pair(key, t, None, {"target": t.label, "draft": "n-gram prompt lookup", "pair": key})
+    if key == PAIR_SELF:
+        t = pool.get("bundled")
+        return Pair(key, t, t, {"target": t.label, "draft": f"{t.label} (the same model)", "pair": key})
+    if key.startswith("preset:") and key[7:].isdigit() and int(key[7:]) < len(PRESETS):
+        preset = PRESETS[int(key[7:])]
+        t = pool.get(preset.target)
+        d = pool.get(preset.draft)
+        try:
+            check_tokenizer_compat(t.tokenizer, d.tokenizer)
+        except ValueError as e:
+            raise ValueError(f"{preset.label}: the draft and target tokenizers differ ({e})") from e
+        return Pair(key, t, d, {"target": t.label, "draft": d.label, "pair": key})
+    raise ValueError(f"unknown model pair {key!r}")
+
+
+def pair_label(key: str) -> str:
+    return dict((v, k) for k, v in pair_choices()).get(key, key)
+
+
+def change_pair(pool: Pool, new_key: str, current_key: str) -> tuple[Any, str, str]:
+    """Pair selector handler: load the new pair, or warn and keep the current one.
+    Returns (dropdown value, current-pair state, status html)."""
+    try:
+        pair = resolve_pair(pool, new_key)
+    except (ValueError, RuntimeError) as e:
+        msg = f"Could not use “{pair_label(new_key)}”: {e}. Keeping “{pair_label(current_key)}”."
+        gr.Warning(msg)
+        return gr.Dropdown(value=current_key), current_key, _status(msg, "warn")
+    dev = pair.target.device
+    return (gr.Dropdown(value=new_key), new_key,
+            _status(f"Ready: {pair.meta['target']} ← {pair.meta['draft']} on {dev}.", "ok"))
+
+
+def _status(text: str, kind: str = "info") -> str:
+    import html
+    color = {"ok": "#1b5e20", "warn": "#8a3b00", "info": "#333"}[kind]
+    return f'<div class="sd-status" style="color:{color}">{html.escape(text)}</div>'
+
+
+# --- settings ---------------------------------------------------------------------------------------
+
+def _as_int(name: str, value: Any) -> int:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+    if value != value or value != int(value):
+        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
+                adaptive_k: bool) -> SpecConfig:
+    """The UI's numbers as a validated SpecConfig; any problem becomes a gr.Error naming the setting."""
+    k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
+                                   _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
+    if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
+        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_}")
+    if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
+        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_}")
+    if temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise gr.Error(f"temperature must be a number, got {temperature!r}")
+    if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+        raise gr.Error(f"top-p must be a number, got {top_p!r}")
+    try:
+        return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
+                          max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
+    except ValueError as e:
+        raise gr.Error(f"Bad setting: {e}") from e
+
+
+def encode_for(pair: Pair, prompt: Any, chat: bool, max_new_tokens: int) -> list[int]:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise gr.Error("The prompt is empty: type something (or pick an example).")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
+    try:
+        ids = encode_prompt(pair.target.tokenizer, prompt, chat=bool(chat))
+    except ValueError as e:
+        raise gr.Error(f"Could not encode the prompt: {e}") from e
+    limit = getattr(pair.target.model.config, "max_position_embeddings", None)
+    if limit and len(ids) + max_new_tokens > limit:
+        raise gr.Error(f"The prompt is {len(ids)} tokens; with {max_new_tokens} new tokens that exceeds the "
+                       f"model's context of {limit} tokens.")
+    return ids
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+def _selected(control: dict, trace: Trace) -> int | None:
+    if control.get("follow", True) or control.get("selected") is None:
+        return resolve_index(trace, None)
+    return resolve_index(trace, control["selected"])
+
+
+def _live_frame(trace: Trace, control: dict, message: str, download: Any = None) -> tuple:
+    """One full update: viewer outputs + (trace state, download button, status)."""
+    view = render_trace(trace, _selected(control, trace), "")
+    return (*view, trace.to_dict(), download if download is not None else gr.skip(), _status(message))
+
+
+def _baseline_frame(trace: Trace, control: dict, message: str) -> tuple:
+    """While the baseline streams only the timing views change: timeline, race, summary."""
+    from .figures import race_figure, timeline_figure
+    from .summary import summary_html
+    skip = gr.skip()
+    return (skip, timeline_figure(trace), race_figure(trace), skip, skip, skip, skip, skip, summary_html(trace),
+            skip, trace.to_dict(), skip, _status(message))
+
+
+def _acquire(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
+    held: list[LoadedModel] = []
+    for m in models:
+        if not m.lock.acquire(timeout=timeout):
+            for h in reversed(held):
+                h.lock.release()
+            raise gr.Error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
+        held.append(m)
+    return held
+
+
+def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, temperature: Any, top_k: Any,
+             top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
+             control: dict | None) -> Iterator[tuple]:
+    """Run speculative decoding (then, if asked, the baseline) and yield a page update after every
+    iteration (and every baseline token). Outputs: viewer outputs, trace state, download, status."""
+    control = control if control is not None else new_control()
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, adaptive_k)
+    try:
+        pair = resolve_pair(pool, pair_key)
+    except (ValueError, RuntimeError) as e:
+        raise gr.Error(f"Could not load the model pair: {e}") from e
+    ids = encode_for(pair, prompt, chat, cfg.max_new_tokens)
+    control.update(new_control())
+    tok = pair.target.tokenizer
+    models = pair.locks()
+    if any(m.lock.locked() for m in models):
+        yield (*[gr.skip()] * 12, _status("Waiting for another viewer's run on this model to finish…"))
+    held = _acquire(models, LOCK_WAIT_S)
+    trace: Trace | None = None
+    try:
+        stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
+                                    meta=pair.meta)
+        try:
+            for trace in stream:
+                if control["stop"]:
+                    trace.finish_reason = "stopped"
+                    break
+                yield _live_frame(trace, control, f"Speculative decoding: iteration {len(trace.iterations)}, "
+                                                  f"{trace.stats.new_tokens} tokens…")
+        finally:
+            stream.close()
+        if trace is None:
+            raise gr.Error("The engine produced no iteration.")
+        if with_baseline and not control["stop"]:
+            base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
+            try:
+                for base in base_stream:
+                    trace.baseline = base
+                    if control["stop"]:
+                        trace.finish_reason = "stopped"
+                        break
+                    yield _baseline_frame(trace, control, f"Baseline (target only): {len(base.new_token_ids)} "
+                                                          "tokens…")
+            finally:
+                base_stream.close()
+    except (RuntimeError, ValueError) as e:
+        raise gr.Error(f"Generation failed: {e}") from e
+    finally:
+        for m in reversed(held):
+            m.lock.release()
+    done = "Stopped: kept what was produced." if trace.finish_reason == "stopped" else "Done."
+    path = export_trace(trace.to_dict())
+    yield _live_frame(trace, control, f"{done} {trace.stats.new_tokens} tokens in {len(trace.iterations)} "
+                                      "iterations. Step through them below, or download the trace.",
+                      gr.DownloadButton(value=path, interactive=True))
+
+
+def stop_live(control: dict | None) -> str:
+    """Stop handler: the running generator sees the flag after its current iteration and ends cleanly."""
+    if control is not None:
+        control["stop"] = True
+    return _status("Stopping after the current step…")
+
+
+def step_live(trace_dict: dict | None, value: float | None, delta: int, control: dict | None) -> tuple:
+    """prev / next / slider on the Live tab. Pins the selection while a run streams (follows the newest
+    iteration again when you step onto it)."""
+    trace = parse_state(trace_dict)
+    if trace is None:
+        raise gr.Error("Nothing to step through yet: run a prompt first.")
+    i = target_index(value, delta, len(trace.iterations))
+    if control is not None:
+        control["selected"] = i
+        control["follow"] = i == len(trace.iterations) - 1
+    return render_iteration(trace, i)
+
+
+# --- layout -----------------------------------------------------------------------------------------
+
+def _runner(pool: Pool) -> Callable[..., Iterator[tuple]]:
+    def run(*args: Any) -> Iterator[tuple]:
+        yield from run_live(pool, *args)
+    return gpu_task(run)
+
+
+def build_live_tab(ctx: AppContext) -> Viewer:
+    """The Live tab's components and events (call inside ``gr.Tab``)."""
+    pool = ctx.pool
+    control = gr.State(new_control)
+    current_pair = gr.State(DEFAULT_PAIR)
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(value=DEFAULT_PROMPT, label="prompt", lines=3, max_lines=12, elem_id="prompt")
+            gr.Examples(label="extractive / repetitive prompts (drafting shines) · open-ended ones (it does not)",
+                        examples=[[p] for p in EXTRACTIVE_PROMPTS + OPEN_PROMPTS], inputs=[prompt],
+                        example_labels=[f"extractive: {p[:50]}…" for p in EXTRACTIVE_PROMPTS]
+                        + [f"open-ended: {p[:50]}" for p in OPEN_PROMPTS])
+        with gr.Column(scale=2):
+            pair = gr.Dropdown(choices=pair_choices(), value=DEFAULT_PAIR, label="target ← draft pair",
+                               elem_id="pair", interactive=True)
+            pair_status = gr.HTML(_status("Ready: the bundled model, offline."), elem_id="pair-status")
+    with gr.Accordion("settings", open=True):
+        with gr.Row():
+            k = gr.Slider(1, UI_MAX_K, value=4, step=1, label="K (drafts per iteration)", elem_id="k")
+            adaptive = gr.Checkbox(value=False, label="adaptive K (K is the cap)", elem_id="adaptive")
+            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)",
+                                    elem_id="temperature")
+            max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens", elem_id="max-new")
+        with gr.Row():
+            top_k = gr.Number(value=0, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
+            top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.01, label="top-p (1 = off)", elem_id="top-p")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="seed", elem_id="seed")
+            baseline = gr.Checkbox(value=True, label="measure a baseline in the same run", elem_id="baseline")
+            chat = gr.Checkbox(value=True, label="chat template", elem_id="chat")
+    with gr.Row():
+        run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+        download = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False, elem_id="export", scale=1)
+    status = gr.HTML(_status("Press Run."), elem_id="status")
+    viewer = build_viewer("")
+
+    pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
+               outputs=[pair, current_pair, pair_status])
+    run_inputs = [current_pair, prompt, k, adaptive, temperature, top_k, top_p, max_new, seed, baseline, chat, control]
+    run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
+    run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
+                  concurrency_id="live-run", show_progress="hidden")
+    stop_btn.click(stop_live, inputs=[control], outputs=[status], queue=False)
+    step_out = viewer.step_outputs()
+    viewer.prev.click(lambda d, v, c: step_live(d, v, -1, c), inputs=[ctx.latest_trace, viewer.slider, control],
+                      outputs=step_out, show_progress="hidden")
+    viewer.next.click(lambda d, v, c: step_live(d, v, 1, c), inputs=[ctx.latest_trace, viewer.slider, control],
+                      outputs=step_out, show_progress="hidden")
+    viewer.slider.release(lambda d, v, c: step_live(d, v, 0, c), inputs=[ctx.latest_trace, viewer.slider, control],
+                          outputs=step_out, show_progress="hidden", trigger_mode="always_last")
+    return viewer
+
+
+__all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "resolve_pair", "make_config",
+           "pair_choices", "new_control", "Pair"]

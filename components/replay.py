@@ -1,0 +1,141 @@
+"""The Replay tab: view a recorded trace (an upload or a shipped example) with every Live figure, the
+token stream and step-through, without any model.
+
+Uploads are untrusted: the size is checked before anything is read (``MAX_BYTES``), the text must be
+UTF-8 JSON, and ``Trace.from_dict`` validates the structure and its invariants. Every refusal is a
+gr.Error that says what was wrong.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from specdec_core import Trace
+
+from .viewer import Viewer, build_viewer, render_trace, step_view
+
+MAX_BYTES = 5 * 1024 * 1024
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+
+
+def read_trace_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Trace:
+    """Load and validate a trace JSON file. Raises ValueError naming the problem."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise ValueError(f"cannot read the file: {e.strerror or e}") from e
+    if size > max_bytes:
+        raise ValueError(f"the file is {size / 1e6:.1f} MB; traces up to {max_bytes / 1e6:.0f} MB are accepted")
+    if size == 0:
+        raise ValueError("the file is empty")
+    with open(path, "rb") as f:
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise ValueError(f"the file is larger than {max_bytes / 1e6:.0f} MB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"the file is not UTF-8 text (bad byte at offset {e.start}); is it a trace JSON?") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the file is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
+    except RecursionError as e:
+        raise ValueError("the file is not a trace: JSON nested too deeply") from e
+    return Trace.from_dict(data)
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str       # file name, e.g. "ngram_extractive.json"
+    title: str      # button label
+
+
+def list_examples(folder: Path = EXAMPLES_DIR) -> list[Example]:
+    """The example traces shipped in ``examples/`` (title from the trace's config, else the file name)."""
+    out = []
+    for p in sorted(folder.glob("*.json")):
+        title = p.stem.replace("_", " ")
+        try:
+            with open(p, encoding="utf-8") as f:
+                title = str(json.load(f).get("config", {}).get("title") or title)
+        except (OSError, ValueError, AttributeError):
+            pass
+        out.append(Example(p.name, title))
+    return out
+
+
+def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
+    """An example trace by file name; only names that ``list_examples`` returns are accepted."""
+    names = {e.name for e in list_examples(folder)}
+    if name not in names:
+        raise ValueError(f"unknown example {name!r}")
+    return read_trace_file(folder / name)
+
+
+def _show(trace: Trace, source: str) -> tuple:
+    view = render_trace(trace, len(trace.iterations) - 1 if trace.iterations else None)
+    info = (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations · "
+            f"target {trace.config.get('target', '?')} · draft {trace.config.get('draft', trace.config.get('drafter'))}")
+    return (*view, trace.to_dict(), _note(info))
+
+
+def _note(text: str) -> str:
+    import html
+    return f'<div class="sd-status">{html.escape(text)}</div>'
+
+
+def replay_upload(path: str | None) -> tuple:
+    """Upload handler: validated trace -> viewer outputs + (replay state, note). gr.Error when refused."""
+    if not path:
+        raise gr.Error("No file received.")
+    try:
+        trace = read_trace_file(path)
+    except ValueError as e:
+        raise gr.Error(f"This file cannot be replayed: {e}") from e
+    return _show(trace, f"“{Path(path).name}”")
+
+
+def replay_example(name: str, folder: Path = EXAMPLES_DIR) -> tuple:
+    try:
+        trace = load_example(name, folder)
+    except ValueError as e:
+        raise gr.Error(f"The example cannot be loaded: {e}") from e
+    return _show(trace, f"example “{name}”")
+
+
+def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
+    """The Replay tab's components and events (call inside ``gr.Tab``)."""
+    state = gr.State(None)
+    gr.Markdown("Replay a recorded trace — an export from the Live tab or one of the examples — "
+                "with no model loaded. Files are checked before they are shown (JSON, ≤ 5 MB, valid trace).")
+    with gr.Row():
+        upload = gr.File(label="upload a trace (.json, at most 5 MB)", file_types=[".json"], type="filepath",
+                         elem_id="replay-upload", scale=2)
+        with gr.Column(scale=3):
+            gr.Markdown("**examples** (recorded from the bundled model, each with a same-run baseline)")
+            buttons = [(gr.Button(ex.title, elem_id=f"example-{i}", size="sm"), ex.name)
+                       for i, ex in enumerate(list_examples(folder))]
+    note = gr.HTML(_note("No trace loaded."), elem_id="replay-note")
+    viewer = build_viewer("replay-")
+    outputs = [*viewer.outputs(), state, note]
+    upload.upload(replay_upload, inputs=[upload], outputs=outputs)
+    for button, name in buttons:
+        button.click(lambda n=name: replay_example(n, folder), inputs=None, outputs=outputs)
+    step_out = viewer.step_outputs()
+    viewer.prev.click(lambda d, v: step_view(d, v, -1), inputs=[state, viewer.slider], outputs=step_out,
+                      show_progress="hidden")
+    viewer.next.click(lambda d, v: step_view(d, v, 1), inputs=[state, viewer.slider], outputs=step_out,
+                      show_progress="hidden")
+    viewer.slider.release(lambda d, v: step_view(d, v, 0), inputs=[state, viewer.slider], outputs=step_out,
+                          show_progress="hidden", trigger_mode="always_last")
+    return viewer
+
+
+__all__ = ["read_trace_file", "list_examples", "load_example", "replay_upload", "replay_example",
+           "build_replay_tab", "MAX_BYTES", "Example", "Any"]

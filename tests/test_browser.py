@@ -1,0 +1,155 @@
+"""End to end in a real browser: `python app.py` in a subprocess, driven by Debian chromium through the
+playwright package (never `playwright install`). Saves docs/screenshot.png."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from specdec_core import Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update"]
+FIGURES = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory")
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.time() + 150
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"app.py did not serve {url} within 150 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        pg.set_default_timeout(30_000)
+        pg.goto(server)
+        pg.wait_for_selector("#run")
+        yield pg
+        browser.close()
+
+
+def _plot_traces(pg, elem_id: str) -> int:
+    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
+                       " return d && d.data ? d.data.length : -1; }")
+
+
+def _plot_title(pg, elem_id: str) -> str:
+    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
+                       " return d && d.layout && d.layout.title ? String(d.layout.title.text || '') : ''; }")
+
+
+def test_live_run_step_export_replay(page, tmp_path):
+    pg = page
+    prompt = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs sleep on the warm red mat."
+    pg.fill("#prompt textarea", prompt)
+    max_new = pg.locator("#max-new input[type=number]")
+    max_new.fill("40")
+    max_new.press("Enter")
+    t0 = time.time()
+    pg.click("#run")
+    # tokens stream in while the run is going: the first ones appear before the baseline is done
+    pg.wait_for_selector("#tokens .sd-stream .sd-tok", timeout=90_000)
+    first_token_s = time.time() - t0
+    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Done')",
+                         timeout=150_000)
+    assert first_token_s < 60, f"first token took {first_token_s:.0f} s"
+    # every figure rendered with data (the residual may be an empty-state message figure)
+    for fid in FIGURES:
+        pg.wait_for_selector(f"#{fid} .js-plotly-plot")
+    assert _plot_traces(pg, "plot-race") == 2, "race needs the speculative and the baseline curves"
+    assert _plot_traces(pg, "plot-timeline") >= 4
+    assert _plot_traces(pg, "plot-outcomes") == 5
+    assert "measured speedup" in pg.inner_text("#summary")
+    assert "identical to baseline" in pg.inner_text("#summary")
+    assert "yes" in pg.locator("#summary tr", has_text="identical to baseline").inner_text()
+    # user text is escaped, never interpreted
+    assert pg.locator("#tokens b").count() == 0
+    n_iter = pg.locator("#tokens .sd-stream .sd-it").count()
+    assert n_iter >= 2
+    assert pg.get_attribute("#tokens .sd-sel", "data-it") == str(n_iter - 1)
+    assert _plot_title(pg, "plot-pq").startswith(f"Iteration {n_iter}:")
+    pg.screenshot(path=str(ROOT / "docs" / "screenshot.png"), full_page=True)
+
+    # step back one iteration: the token stream and plot-pq / plot-residual follow
+    pg.click("#prev")
+    pg.wait_for_function(f"() => document.querySelector('#tokens .sd-sel')?.dataset.it === '{n_iter - 2}'")
+    pg.wait_for_function(f"() => (document.querySelector('#plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
+                         f".startsWith('Iteration {n_iter - 1}:')")
+    assert _plot_title(pg, "plot-residual").startswith(f"Iteration {n_iter - 1}:")
+    pg.click("#next")
+    pg.wait_for_function(f"() => document.querySelector('#tokens .sd-sel')?.dataset.it === '{n_iter - 1}'")
+
+    # export: the downloaded file is a valid trace of what the page shows
+    with pg.expect_download() as dl:
+        pg.click("#export")
+    exported = Trace.from_dict(json.loads(Path(dl.value.path()).read_text(encoding="utf-8")))
+    assert len(exported.iterations) == n_iter and exported.prompt == prompt
+    assert exported.baseline is not None and exported.stats.new_tokens <= 40
+
+    # a hub preset that cannot be downloaded (offline) warns and keeps the current pair
+    pg.click("#pair input")
+    pg.get_by_role("option", name="distilgpt2 → gpt2-large (Hugging Face Hub)").click()
+    pg.wait_for_function("() => (document.querySelector('#pair-status') || {}).innerText?.includes('Keeping')",
+                         timeout=60_000)
+    assert "n-gram" in pg.input_value("#pair input")
+
+    # Replay: load an example with one click, then refuse a malformed upload with a clear message
+    pg.get_by_role("tab", name="Replay").click()
+    pg.click("#example-0")
+    pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+    pg.wait_for_selector("#replay-plot-theory .js-plotly-plot")
+    assert _plot_traces(pg, "replay-plot-race") == 2
+    assert "Loaded example" in pg.inner_text("#replay-note")
+    pg.click("#replay-next")  # already on the last iteration: stays there, no error
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "specdec-trace/1", "config": {}}', encoding="utf-8")
+    pg.set_input_files("#replay-upload input[type=file]", str(bad))
+    pg.get_by_text("This file cannot be replayed").first.wait_for(timeout=20_000)
