@@ -221,13 +221,17 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
     if not it.drafts:
         return empty_figure(title, "The drafter proposed nothing this iteration (no n-gram match, or K clipped "
                                    "to 0): the target emitted one token on its own.")
-    greedy = trace.config.get("temperature", 0) == 0
+    # greedy: the warped p and q are one-hot, so the bars show the unwarped softmax instead (when recorded)
+    raw = trace.config.get("temperature", 0) == 0 and any(d.p_raw is not None for d in it.drafts)
+    p_vals = [d.p_raw if raw and d.p_raw is not None else d.p for d in it.drafts]
+    q_vals = [d.q_raw if raw and d.q_raw is not None else d.q for d in it.drafts]
+    suffix = " softmax" if raw else ""
     labels = [f"{j + 1}: {plot_text(d.text or str(d.token_id))}" for j, d in enumerate(it.drafts)]
     hover = [_draft_hover(j, d) for j, d in enumerate(it.drafts)]
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="p (target)", x=labels, y=[d.p for d in it.drafts], marker_color=pal.TARGET,
+    fig.add_trace(go.Bar(name=f"p (target){suffix}", x=labels, y=p_vals, marker_color=pal.TARGET,
                          hovertext=hover, hoverinfo="text"))
-    fig.add_trace(go.Bar(name="q (draft)", x=labels, y=[d.q for d in it.drafts], marker_color=pal.DRAFT,
+    fig.add_trace(go.Bar(name=f"q (draft){suffix}", x=labels, y=q_vals, marker_color=pal.DRAFT,
                          hovertext=hover, hoverinfo="text"))
     fig.add_trace(go.Scatter(name="α = min(1, p/q)", x=labels, y=[d.alpha if d.tested else None for d in it.drafts],
                              mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111",
@@ -242,8 +246,9 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
         verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
                           ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
         fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
-    note = ("greedy: p, q one-hot; accepted iff the draft is the target's argmax (hover: raw probabilities)"
-            if greedy else "accepted iff u < α")
+    greedy = trace.config.get("temperature", 0) == 0
+    note = ("greedy: accepted iff the draft is the target's argmax (α is 0 or 1)"
+            + ("; bars: the unwarped softmax" if raw else "") if greedy else "accepted iff u < α")
     _layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.15], title_text="probability")
     return fig

@@ -114,9 +114,9 @@ def change_pair(pool: Pool, new_key: str, current_key: str) -> tuple[Any, str, s
     except (ValueError, RuntimeError) as e:
         msg = f"Could not use “{pair_label(new_key)}”: {e}. Keeping “{pair_label(current_key)}”."
         gr.Warning(msg)
-        return gr.Dropdown(value=current_key), current_key, _status(msg, "warn")
+        return gr.Dropdown(choices=pair_choices(), value=current_key), current_key, _status(msg, "warn")
     dev = pair.target.device
-    return (gr.Dropdown(value=new_key), new_key,
+    return (gr.Dropdown(choices=pair_choices(), value=new_key), new_key,
             _status(f"Ready: {pair.meta['target']} ← {pair.meta['draft']} on {dev}.", "ok"))
 
 

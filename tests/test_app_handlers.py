@@ -1,0 +1,327 @@
+"""The app's handlers called directly (no browser): Live runs on the bundled model, stop, step-through,
+pair selection, settings validation, Replay's refusal of malformed uploads, the shipped examples."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import gradio as gr
+import pytest
+
+from components import live
+from components.live import (PAIR_NGRAM, PAIR_SELF, change_pair, make_config, new_control, resolve_pair, run_live,
+                             step_live)
+from components.replay import (EXAMPLES_DIR, MAX_BYTES, list_examples, load_example, read_trace_file,
+                               replay_example, replay_upload)
+from components.viewer import export_trace, target_index
+from specdec_core import LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
+
+N_OUT = 13   # viewer (tokens, 7 plots, summary, slider) + trace state + download + status
+
+
+class BundledPool:
+    """The ModelPool protocol over the session's bundled model (loaded once by the fixture); any other key
+    goes to a real ModelPool (hub loading, which fails offline)."""
+
+    def __init__(self, model, tokenizer):
+        self.bundled = LoadedModel("bundled", "SmolLM2-135M-Instruct (bundled)", model, tokenizer, threading.Lock())
+        self.hub = ModelPool(allow_local=False)
+
+    def get(self, key: str) -> LoadedModel:
+        return self.bundled if key == "bundled" else self.hub.get(key)
+
+
+@pytest.fixture(scope="module")
+def pool(bundled):
+    return BundledPool(*bundled)
+
+
+def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red green blue, red green blue.",
+         k=4, temperature=0.0, max_new=12, seed=0, baseline=True, control=None, **kw):
+    args = dict(k=k, adaptive_k=False, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new,
+                seed=seed, with_baseline=baseline, chat=True, control=control)
+    args.update(kw)
+    return run_live(pool, pair, prompt, **args)
+
+
+# --- settings -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, message", [
+    ({"k": 0}, "K must be between 1 and 16"), ({"k": 17}, "K must be between 1 and 16"),
+    ({"k": 2.5}, "K must be a whole number"), ({"temperature": -0.5}, "temperature must be >= 0"),
+    ({"top_p": 0.0}, "top_p must be in (0, 1]"), ({"top_k": -1}, "top_k must be >= 0"),
+    ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
+    ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
+])
+def test_make_config_refuses_bad_settings(kw, message):
+    args = dict(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=16, seed=0, adaptive_k=False)
+    args.update(kw)
+    with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
+        make_config(**args)
+
+
+def test_make_config_accepts_gradio_floats():
+    cfg = make_config(4.0, 0.7, 50.0, 0.9, 32.0, 7.0, True)
+    assert cfg == SpecConfig(k=4, temperature=0.7, top_k=50, top_p=0.9, max_new_tokens=32, seed=7, adaptive_k=True)
+
+
+# --- a Live run -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ngram_frames(pool) -> list[tuple]:
+    """Every page update of one greedy n-gram run with a same-run baseline (shared by several tests)."""
+    return list(_run(pool, max_new=14))
+
+
+def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
+    frames = ngram_frames
+    assert all(len(f) == N_OUT for f in frames)
+    final = frames[-1]
+    trace = Trace.from_dict(final[10])
+    n = len(trace.iterations)
+    spec_frames = [f for f in frames[:-1] if not isinstance(f[0], dict)]   # gr.skip() is a dict update
+    assert len(spec_frames) == n                                          # one update per iteration
+    assert [len(Trace.from_dict(f[10]).iterations) for f in spec_frames] == list(range(1, n + 1))
+    base_frames = frames[n:-1]
+    assert len(base_frames) == len(trace.baseline.new_token_ids)          # then one per baseline token
+    # greedy + fp32: identical to the baseline, and the page says so
+    assert trace.baseline.new_token_ids == trace.new_token_ids
+    assert "identical to baseline</th><td>yes" in final[8]
+    assert "Done." in final[12]
+    # the final frame has all seven figures, the token stream and the download
+    assert all(hasattr(f, "to_json") for f in final[1:8])
+    stream = final[0].split('class="sd-stream"', 1)[1]
+    assert stream.count('class="sd-it') == n and f'class="sd-it sd-sel" data-it="{n - 1}"' in stream
+    path = final[11].value if hasattr(final[11], "value") else final[11]["value"]
+    path = path if isinstance(path, str) else path.get("path", path)
+    with open(path, encoding="utf-8") as f:
+        assert Trace.from_dict(json.load(f)).to_dict() == trace.to_dict()
+    assert trace.config["target"].startswith("SmolLM2") and trace.config["draft"] == "n-gram prompt lookup"
+
+
+def test_stop_ends_the_run_cleanly_and_keeps_what_was_produced(pool):
+    control = new_control()
+    gen = _run(pool, max_new=40, control=control)
+    first = next(gen)
+    assert len(Trace.from_dict(first[10]).iterations) == 1
+    live.stop_live(control)
+    rest = list(gen)
+    trace = Trace.from_dict(rest[-1][10])
+    assert trace.finish_reason == "stopped"
+    assert 1 <= len(trace.iterations) <= 2 and trace.baseline is None    # no baseline after a stop
+    assert "Stopped" in rest[-1][12]
+    assert not pool.bundled.lock.locked()
+
+
+def test_self_draft_accepts_what_it_drafts(pool):
+    frames = list(_run(pool, pair=PAIR_SELF, max_new=6, k=3))
+    trace = Trace.from_dict(frames[-1][10])
+    assert trace.config["drafter"] == "self" and trace.stats.draft_forwards > 0
+    assert trace.stats.acceptance_rate >= 0.75       # same model, greedy: the draft is the target's argmax
+    assert trace.baseline.new_token_ids == trace.new_token_ids
+
+
+def test_sampling_run_records_the_uniform_draws(pool):
+    trace = Trace.from_dict(list(_run(pool, temperature=0.9, top_p=0.95, seed=1, baseline=False, max_new=8))[-1][10])
+    assert trace.config["temperature"] == 0.9 and trace.config["top_p"] == 0.95
+    tested = [d for it in trace.iterations for d in it.drafts if d.tested]
+    assert tested and all(d.u is not None and d.accepted == (d.u < d.alpha) for d in tested)
+
+
+@pytest.mark.parametrize("prompt, kw, message", [
+    ("   ", {}, "prompt is empty"),
+    ("x" * 20_001, {}, "limit here is 20000"),
+    ("hi", {"k": 99}, "K must be between"),
+])
+def test_live_run_refuses_bad_input_with_a_clear_message(pool, prompt, kw, message):
+    with pytest.raises(gr.Error, match=message):
+        next(_run(pool, prompt=prompt, **kw))
+
+
+def test_unknown_pair_is_refused(pool):
+    with pytest.raises(gr.Error, match="unknown model pair"):
+        next(run_live(pool, "nope", "hi", 4, False, 0.0, 0, 1.0, 8, 0, False, True, None))
+
+
+def test_a_busy_model_makes_the_run_wait_and_say_so(pool):
+    gen = _run(pool, max_new=2, baseline=False)
+    pool.bundled.lock.acquire()
+    try:
+        first = next(gen)
+        assert "Waiting" in first[12] and all(isinstance(x, dict) for x in first[:12])
+    finally:
+        pool.bundled.lock.release()
+    assert Trace.from_dict(list(gen)[-1][10]).stats.new_tokens >= 1
+
+
+# --- pairs ----------------------------------------------------------------------------------------------
+
+def test_pairs(pool):
+    ng = resolve_pair(pool, PAIR_NGRAM)
+    assert ng.draft_model is None and type(ng.drafter()).__name__ == "NGramDrafter"
+    me = resolve_pair(pool, PAIR_SELF)
+    assert me.draft_model is me.target and me.locks() == [me.target]
+    labels = [label for label, _ in live.pair_choices()]
+    assert any("n-gram" in x for x in labels) and any("itself" in x for x in labels)
+    assert sum("Hugging Face Hub" in x for x in labels) == len(live.PRESETS)
+
+
+def test_a_hub_preset_that_cannot_download_warns_and_keeps_the_pair(pool, monkeypatch):
+    import huggingface_hub.constants
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.warns(UserWarning):
+        dropdown, current, status = change_pair(pool, "preset:0", PAIR_NGRAM)
+    assert current == PAIR_NGRAM and dropdown.value == PAIR_NGRAM
+    assert "Could not use" in status and "Keeping" in status and "distilgpt2" in status
+    dropdown, current, status = change_pair(pool, PAIR_SELF, PAIR_NGRAM)
+    assert current == PAIR_SELF and "Ready" in status
+
+
+# --- step-through -----------------------------------------------------------------------------------------
+
+def test_step_through_moves_the_selection_and_pins_it(ngram_frames):
+    state = ngram_frames[-1][10]
+    n = len(state["iterations"])
+    assert n >= 2
+    control = new_control()
+    slider, tokens, pq, residual = step_live(state, n, -1, control)
+    assert slider.value == n - 1 and f'class="sd-it sd-sel" data-it="{n - 2}"' in tokens
+    assert pq.layout.title.text.startswith(f"Iteration {n - 1}:")
+    assert residual.layout.title.text.startswith(f"Iteration {n - 1}:")
+    assert control == {"stop": False, "follow": False, "selected": n - 2}
+    step_live(state, n - 1, 1, control)                 # back on the newest: follow it again
+    assert control["follow"] is True
+    assert step_live(state, 1, -1, control)[0].value == 1   # clamped at the first iteration
+    with pytest.raises(gr.Error, match="Nothing to step through"):
+        step_live(None, 1, 1, control)
+
+
+def test_target_index():
+    assert target_index(3, -1, 5) == 1 and target_index(5, 1, 5) == 4 and target_index(None, 0, 5) == 4
+    assert target_index(2, 0, 0) is None
+
+
+def test_export_writes_a_replayable_file(tmp_path):
+    d = load_example(list_examples()[0].name).to_dict()
+    path = export_trace(d, str(tmp_path))
+    assert path.endswith(".json") and read_trace_file(path).to_dict() == d
+    with pytest.raises(gr.Error, match="Nothing to export"):
+        export_trace(None)
+
+
+# --- engine timing under a streaming consumer -------------------------------------------------------------
+
+def test_time_spent_rendering_between_iterations_is_not_counted(tiny_pair):
+    """The page renders between iterations; that pause must not be billed to either run."""
+    target, draft = tiny_pair
+    cfg = SpecConfig(k=3, max_new_tokens=8)
+    t0 = time.perf_counter()
+    for trace in stream_speculative(target, draft, [1, 2, 3], cfg):
+        time.sleep(0.03)
+    for base in stream_baseline(target, [1, 2, 3], cfg):
+        time.sleep(0.03)
+    total_ms = (time.perf_counter() - t0) * 1000
+    slept_ms = 30 * (len(trace.iterations) + len(base.token_ms))
+    assert trace.stats.wall_ms + base.wall_ms <= total_ms - 0.99 * slept_ms
+    assert sum(base.token_ms) == pytest.approx(base.wall_ms)
+    assert trace.iterations[-1].t_start_ms < trace.stats.wall_ms <= total_ms - 0.99 * slept_ms
+
+
+# --- Replay: untrusted uploads ----------------------------------------------------------------------------
+
+def _write(tmp_path, name: str, data: bytes) -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def _example_dict() -> dict:
+    return json.loads((EXAMPLES_DIR / list_examples()[0].name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name, make, message", [
+    ("empty.json", lambda: b"", "the file is empty"),
+    ("notjson.json", lambda: b"speculative decoding!", "not valid JSON"),
+    ("latin1.json", lambda: "{\"prompt\": \"caf\xe9\"}".encode("latin-1"), "not UTF-8"),
+    ("list.json", lambda: b"[1, 2, 3]", "expected an object"),
+    ("schema.json", lambda: json.dumps({**_example_dict(), "schema": "other/2"}).encode(), "schema"),
+    ("missing.json", lambda: json.dumps({k: v for k, v in _example_dict().items() if k != "stats"}).encode(),
+     "missing field 'stats'"),
+    ("emitted.json", lambda: json.dumps({**_example_dict(), "new_token_ids": _example_dict()["new_token_ids"][:-1]})
+     .encode(), "do not concatenate"),
+    ("deep.json", lambda: b"[" * 100_000 + b"]" * 100_000, "not"),
+])
+def test_replay_refuses_malformed_files(tmp_path, name, make, message):
+    path = _write(tmp_path, name, make())
+    with pytest.raises(ValueError, match=message):
+        read_trace_file(path)
+    with pytest.raises(gr.Error, match="cannot be replayed"):
+        replay_upload(path)
+
+
+def test_replay_refuses_an_oversized_file_before_parsing(tmp_path):
+    d = _example_dict()
+    d["prompt"] = "x" * (MAX_BYTES + 10)          # valid JSON, valid-looking trace, but too big
+    path = _write(tmp_path, "big.json", json.dumps(d).encode())
+    assert os.path.getsize(path) > MAX_BYTES
+    with pytest.raises(ValueError, match="up to 5 MB"):
+        read_trace_file(path)
+    with pytest.raises(gr.Error, match="5 MB"):
+        replay_upload(path)
+
+
+def test_replay_shows_a_valid_upload(tmp_path):
+    path = _write(tmp_path, "ok.json", json.dumps(_example_dict()).encode())
+    out = replay_upload(path)
+    assert len(out) == 12 and "Loaded" in out[11]
+    assert Trace.from_dict(out[10]).to_dict() == Trace.from_dict(_example_dict()).to_dict()
+    with pytest.raises(gr.Error, match="No file"):
+        replay_upload(None)
+
+
+def test_examples_ship_and_load():
+    examples = list_examples()
+    assert len(examples) >= 3
+    traces = {ex.name: load_example(ex.name) for ex in examples}
+    for name, t in traces.items():
+        assert t.baseline is not None and t.baseline.new_token_ids, name
+        assert t.iterations and t.config["device"] and t.config["dtype"], name
+        out = replay_example(name)
+        assert len(out) == 12 and "example" in out[11]
+    drafters = {t.config["drafter"] for t in traces.values()}
+    assert {"ngram", "self"} <= drafters
+    assert any(t.config["temperature"] > 0 for t in traces.values())
+    assert any(t.config["drafter"] == "ngram" and t.config["temperature"] == 0 for t in traces.values())
+
+
+def test_example_names_cannot_escape_the_folder():
+    with pytest.raises(gr.Error, match="unknown example"):
+        replay_example("../app.py")
+
+
+# --- the app ----------------------------------------------------------------------------------------------
+
+def test_build_demo_loads_nothing_and_has_the_test_hooks():
+    import app
+    pool = ModelPool(allow_local=False)
+    demo = app.build_demo(pool)
+    assert pool.loaded() == []
+    ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    for hook in ("prompt", "run", "stop", "export", "tokens", "summary", "plot-timeline", "plot-race",
+                 "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory", "replay-upload",
+                 "example-0"):
+        assert hook in ids, hook
+
+
+def test_server_port_honours_the_environment(monkeypatch):
+    import app
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
+    assert app.server_port() == 7999
+    monkeypatch.delenv("GRADIO_SERVER_PORT")
+    assert app.server_port() == 7860
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "http")
+    with pytest.raises(SystemExit, match="port number"):
+        app.server_port()
