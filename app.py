@@ -13,6 +13,7 @@ import os
 import gradio as gr
 
 from components.context import AppContext
+from components.gpu import enable_zerogpu
 from components.lab_tabs import add_teaching_tabs
 from components.live import build_live_tab
 from components.replay import MAX_BYTES, build_replay_tab
@@ -60,6 +61,7 @@ def server_port() -> int:
 
 
 def main() -> None:
+    enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
     pool = ModelPool(allow_local=False)
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)

@@ -18,3 +18,12 @@ def gpu_task(fn: F, duration: int = GPU_SECONDS) -> F:
         return fn
     import spaces
     return spaces.GPU(duration=duration)(fn)
+
+
+def enable_zerogpu() -> bool:
+    """Import ``spaces`` (when installed) before any model touches CUDA, as ZeroGPU requires. Call once at
+    start-up, before loading models. Returns whether it was imported."""
+    if importlib.util.find_spec("spaces") is None:
+        return False
+    import spaces  # noqa: F401
+    return True

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import gradio as gr
 import pytest
@@ -18,6 +19,7 @@ from components.replay import (EXAMPLES_DIR, MAX_BYTES, list_examples, load_exam
 from components.viewer import export_trace, target_index
 from specdec_core import LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
 
+ROOT = Path(__file__).resolve().parent.parent
 N_OUT = 13   # viewer (tokens, 7 plots, summary, slider) + trace state + download + status
 
 
@@ -325,3 +327,66 @@ def test_server_port_honours_the_environment(monkeypatch):
     monkeypatch.setenv("GRADIO_SERVER_PORT", "http")
     with pytest.raises(SystemExit, match="port number"):
         app.server_port()
+
+
+# --- deployment: the Dockerfile repeats the Makefile's set-up -------------------------------------------
+
+def _makefile_setup(venv: str) -> list[str]:
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("$(VENV)/.installed:"))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        cmd = line.strip()
+        if cmd != "touch $@":
+            recipe.append(cmd.replace("$(PYTHON)", "python3").replace("$(PY)", f"{venv}/bin/python")
+                          .replace("$(VENV)", venv))
+    return recipe
+
+
+def _dockerfile_setup(venv: str) -> list[str]:
+    text = (ROOT / "Dockerfile").read_text()
+    block = text.split("# --- set-up (= make setup) ---", 1)[1].split("# --- end of set-up ---", 1)[0]
+    return [line[len("RUN "):].replace("/opt/venv", venv) for line in block.strip().splitlines()]
+
+
+def test_dockerfile_setup_is_the_makefile_setup():
+    assert _dockerfile_setup("/v") == _makefile_setup("/v")
+    assert len(_makefile_setup("/v")) >= 3
+    text = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["/opt/venv/bin/python", "app.py"]' in text
+    assert "$(PY) app.py" in (ROOT / "Makefile").read_text()
+    assert "GRADIO_SERVER_NAME=0.0.0.0" in text and "GRADIO_SERVER_PORT=7860" in text and "EXPOSE 7860" in text
+    assert "ARG BASE_IMAGE=" in text and "FROM ${BASE_IMAGE}" in text
+
+
+@pytest.mark.slow
+def test_dockerfile_setup_installs_a_working_app(tmp_path):
+    """Replays the Dockerfile's set-up in a fresh virtualenv (no Docker engine here), then its CMD."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+    venv = str(tmp_path / "venv")
+    for cmd in _dockerfile_setup(venv):
+        cmd = cmd.replace("python3 -m venv", f"{sys.executable} -m venv", 1)
+        subprocess.run(cmd, shell=True, cwd=ROOT, check=True, timeout=1800)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
+    proc = subprocess.Popen([f"{venv}/bin/python", "app.py"], cwd=ROOT, env=env)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                    assert r.status == 200
+                    return
+            except OSError:
+                time.sleep(1)
+        pytest.fail(f"the app from the Dockerfile's set-up did not serve (exit code {proc.poll()})")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

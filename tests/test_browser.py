@@ -153,3 +153,23 @@ def test_live_run_step_export_replay(page, tmp_path):
     bad.write_text('{"schema": "specdec-trace/1", "config": {}}', encoding="utf-8")
     pg.set_input_files("#replay-upload input[type=file]", str(bad))
     pg.get_by_text("This file cannot be replayed").first.wait_for(timeout=20_000)
+
+
+def test_stop_keeps_what_was_produced(page):
+    pg = page
+    pg.get_by_role("tab", name="Live").click()
+    pg.fill("#prompt textarea", "Write a long story about a lighthouse keeper and a storm.")
+    max_new = pg.locator("#max-new input[type=number]")
+    max_new.fill("300")
+    max_new.press("Enter")
+    pg.click("#run")
+    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Speculative decoding')",
+                         timeout=90_000)
+    pg.click("#stop")
+    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Stopped')",
+                         timeout=60_000)
+    assert "stopped by you" in pg.inner_text("#summary")
+    kept = pg.locator("#tokens .sd-stream .sd-it").count()
+    assert 1 <= kept < 150
+    assert "no baseline" in " ".join(pg.evaluate(
+        "() => (document.querySelector('#plot-race .js-plotly-plot').layout.annotations || []).map(a => a.text)"))
