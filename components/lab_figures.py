@@ -36,12 +36,19 @@ class MeasuredPoint:
     label: str = "your latest run"
 
 
-def _style(fig: go.Figure, title: str, height: int = HEIGHT, **kw) -> go.Figure:
+LEGENDS = {   # where the legend goes: above the plot (few items), to its right (many), below it (narrow plots)
+    "top": ({"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}, 56),
+    "right": ({"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}, 56),
+    "below": ({"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0}, 120),
+}
+
+
+def _style(fig: go.Figure, title: str, height: int = HEIGHT, legend: str = "top", **kw) -> go.Figure:
+    place, bottom = LEGENDS[legend]
     fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-                      height=height, margin={"l": 64, "r": 24, "t": 64, "b": 56},
+                      height=height + (bottom - 56), margin={"l": 64, "r": 24, "t": 72, "b": bottom},
                       font={"family": pal.FONT, "size": 13, "color": "#222"}, paper_bgcolor="white",
-                      plot_bgcolor="white", hoverlabel={"font": {"size": 13}},
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}, **kw)
+                      plot_bgcolor="white", hoverlabel={"font": {"size": 13}}, legend=place, **kw)
     fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
     fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
     return fig
@@ -166,7 +173,7 @@ def agreement_figure(points: Sequence[AgreementPoint]) -> go.Figure:
                              mode="lines+markers", line={"color": pal.TARGET, "dash": "dot"},
                              hovertemplate="agreement %{x:.2f}: %{y:.2f} tokens/iteration<extra></extra>"),
                   secondary_y=True)
-    _style(fig, title)
+    _style(fig, title, legend="below")
     fig.update_xaxes(title_text="agreement (0 = unrelated draft, 1 = q equals p)", range=[-0.03, 1.03])
     fig.update_yaxes(title_text="acceptance per tested draft", range=[0, 1.05], secondary_y=False)
     fig.update_yaxes(title_text="tokens per iteration", rangemode="tozero", showgrid=False, secondary_y=True)
@@ -182,8 +189,13 @@ def speedup_heatmap(k: int, measured: MeasuredPoint | None = None, n_alpha: int 
     alphas = [i / (n_alpha - 1) for i in range(n_alpha)]
     cs = [c_max * j / (n_c - 1) for j in range(n_c)]
     z = [[speedup(a, k, c) for a in alphas] for c in cs]
+    top = float(k + 1)                   # the largest possible speedup (alpha = 1, c = 0)
+    one = 1.0 / top                      # where speedup = 1 sits on the 0..K+1 colour axis
+    scale = [[0.0, "#b2182b"], [one * 0.5, "#ef8a62"], [one, "#f7f7f7"], [one + (1 - one) * 0.35, "#92c5de"],
+             [1.0, "#2166ac"]]
     fig = go.Figure(go.Heatmap(
-        x=alphas, y=cs, z=z, zmid=1.0, colorscale="RdBu", colorbar={"title": {"text": "speedup"}},
+        x=alphas, y=cs, z=z, zmin=0.0, zmax=top, colorscale=scale,
+        colorbar={"title": {"text": "speedup"}, "tickvals": [0, 1] + list(range(2, k + 2, max(1, (k + 1) // 4)))},
         hovertemplate="α = %{x:.2f}, c = %{y:.2f}: ×%{z:.2f}<extra></extra>"))
     be = [break_even_alpha(k, c) for c in cs]
     keep = [(a, c) for a, c in zip(be, cs) if a < 1.0]
@@ -199,7 +211,7 @@ def speedup_heatmap(k: int, measured: MeasuredPoint | None = None, n_alpha: int 
             hovertext=[f"α̂ = {measured.alpha:.3f}, ĉ = {measured.c:.3f}: closed form "
                        f"×{speedup(measured.alpha, k, measured.c):.2f} at K = {k}{s}"], hoverinfo="text"))
     _style(fig, f"Expected speedup over (α, c) at K = {k}<br><sup>E / (cK + 1) with E = (1 − α^(K+1)) / (1 − α); "
-                f"blue pays off, red is slower than the baseline</sup>", HEIGHT + 40)
+                f"blue pays off, red is slower than the baseline</sup>", HEIGHT + 40, legend="below")
     fig.update_xaxes(title_text="α (acceptance probability per draft)", range=[0, 1])
     fig.update_yaxes(title_text="c (draft forward / target forward)", range=[0, c_max])
     return fig
@@ -233,7 +245,8 @@ def speedup_vs_k_figure(alphas: Sequence[float], c: float, k_max: int = 16,
                                      mode="markers", marker={"symbol": "circle", "size": 15, "color": "#FFD700",
                                                              "line": {"color": "#000", "width": 1.5}},
                                      hovertemplate="measured: K = %{x}, ×%{y:.2f}<extra></extra>"))
-    _style(fig, f"Expected speedup vs K at c = {c:g} (stars: the best K for each α)", HEIGHT + 40)
+    _style(fig, f"Expected speedup vs K at c = {c:g}<br><sup>stars: the best K for each α</sup>", HEIGHT + 40,
+           legend="right")
     fig.update_xaxes(title_text="K (drafts per iteration)", dtick=1 if k_max <= 16 else None)
     fig.update_yaxes(title_text="speedup over the baseline", rangemode="tozero")
     return fig
@@ -256,7 +269,7 @@ def formula_figure(k: int, c: float, measured: MeasuredPoint | None = None) -> g
                                  marker={"symbol": "circle", "size": 14, "color": "#FFD700",
                                          "line": {"color": "#000", "width": 1.5}}))
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dot", "width": 1})
-    _style(fig, f"Exact vs approximate speedup at K = {k}, c = {c:g}", HEIGHT)
+    _style(fig, f"Exact vs approximate speedup at K = {k}, c = {c:g}", HEIGHT, legend="below")
     fig.update_xaxes(title_text="α", range=[0, 1])
     fig.update_yaxes(title_text="speedup", rangemode="tozero")
     return fig
@@ -271,7 +284,7 @@ def compare_figure(sel: Selection | None) -> go.Figure:
         return empty_figure(title, "Press “Compare” to run every available draft against the baseline.", HEIGHT + 40)
     if not sel.ranking:
         return empty_figure(title, "No compatible draft to run (see the failed checks below).", HEIGHT + 40)
-    names = [plot_text(r.name, 34) for r in sel.ranking]
+    names = [_esc(r.name if len(r.name) <= 34 else r.name[:33] + "…") for r in sel.ranking]
     base_name = "baseline (target only)"
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09,
                         subplot_titles=("tokens per second", "acceptance rate", "forwards per run"))
@@ -293,6 +306,8 @@ def compare_figure(sel: Selection | None) -> go.Figure:
     n = len(sel.prompts)
     _style(fig, f"{title}: best = {_esc(sel.best or '–')}<br><sup>mean over {n} prompt{'s' if n != 1 else ''}; "
                 "×: measured speedup over the baseline on the same prompt</sup>", HEIGHT + 60, barmode="group")
+    fig.update_layout(legend={"orientation": "v", "x": 0.995, "xanchor": "right", "y": 0.98, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.85)"})   # inside the forwards panel
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=2)
     fig.update_xaxes(tickangle=-25)
@@ -336,7 +351,7 @@ def ksweep_figure(sw: KSweep | None) -> go.Figure:
     tk = sw.theory_k()
     sub = (f"drafter: {_esc(sw.drafter)} · best measured K = {sw.best_k}"
            + ("" if tk is None else f" · closed form's best K = {tk}"))
-    _style(fig, f"{title}: measured vs closed form<br><sup>{sub}</sup>", HEIGHT + 140)
+    _style(fig, f"{title}: measured vs closed form<br><sup>{sub}</sup>", HEIGHT + 140, legend="right")
     fig.update_xaxes(title_text="K (drafts per iteration)", dtick=1, row=2, col=1)
     fig.update_yaxes(title_text="tokens / s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=2, col=1)

@@ -136,6 +136,16 @@ def _locked(*models: LoadedModel) -> Iterator[None]:
             m.lock.release()
 
 
+def _bound(fn: Callable, pool: Any) -> Callable:
+    """``fn`` with the pool bound as its first argument. A plain ``functools.partial`` keeps the rest of the
+    signature (Gradio finds the ``gr.Progress`` parameter in it); the name is copied for wrappers such as
+    ZeroGPU's that expect one (no ``__wrapped__``: the signature must stay the partial's)."""
+    bound = functools.partial(fn, pool)
+    bound.__name__ = bound.__qualname__ = fn.__name__
+    bound.__module__, bound.__doc__ = fn.__module__, fn.__doc__
+    return bound
+
+
 def _reporter(progress: Any, what: str) -> Callable[[int, int], None]:
     def report(done: int, total: int) -> None:
         if progress is not None:
@@ -229,7 +239,7 @@ def lab_details_md(result: LabResult) -> str:
         ("settings", f"{s.n_tokens} token(s) examined, K = {s.k}, temperature {s.temperature:g}, top-k {s.top_k}, "
                      f"top-p {s.top_p:g}, seeds {s.seed}…{s.seed + o.n_runs - 1}"),
     ]
-    table = "| | |\n|---|---|\n" + "\n".join(f"| {a} | {html.escape(b)} |" for a, b in rows)
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {a} | {html.escape(b)} |" for a, b in rows)
     notes = "\n".join(f"- {html.escape(n)}" for n in result.notes)
     return f"{table}\n\n**Notes**\n\n{notes}"
 
@@ -517,14 +527,15 @@ def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[Lo
 
 
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
-    headers = ["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α", "tokens / iteration",
-               "same tokens as baseline"]
+    headers = ["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α", "drafts / iteration",
+               "tokens / iteration", "same tokens as baseline"]
     rows = []
     for r, t in zip(sw.runs, sw.theory_tokens_per_s):
         s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
         rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}",
                      "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
-                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.tokens_per_iteration:.2f}",
+                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
+                     f"{r.tokens_per_iteration:.2f}",
                      "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
     return headers, rows
 
@@ -537,8 +548,10 @@ def ksweep_md(sw: KSweep) -> str:
     if sw.alpha is not None and sw.c is not None:
         parts.append(f"Closed form with the measured α̂ = {sw.alpha:.3f} and ĉ = {sw.c:.3f} (mean draft forward ÷ "
                      f"mean baseline one-token forward, {sw.baseline_token_ms:.1f} ms) picks K = {sw.theory_k()}. "
-                     "Where measurement and formula part ways, the formula's assumptions show: a K-token verify "
-                     "costs more than one target forward on a CPU, and α is not the same at every position.")
+                     "Where measurement and formula part ways, the formula's assumptions show: it expects K drafts "
+                     "every iteration (prompt lookup often proposes fewer, or none: see drafts / iteration), a "
+                     "verify forward as cheap as one target forward (a K-token verify costs more on a CPU), and "
+                     "the same α at every position.")
     return " ".join(parts)
 
 
@@ -633,7 +646,7 @@ def _build_lab(pool: Any) -> None:
             verdict = gr.Markdown("", elem_id="lab-verdict")
             details = gr.Markdown("", elem_id="lab-details")
     setup.change(lab_setup_changed, [setup], [prompt, chat, n_runs, agreement])
-    handler = gpu_task(functools.partial(run_lab, pool), duration=int(max(LAB_TIME_BUDGET_S.values())) + 60)
+    handler = gpu_task(_bound(run_lab, pool), duration=int(max(LAB_TIME_BUDGET_S.values())) + 60)
     run.click(handler, [setup, prompt, chat, agreement, n_tokens, k, temperature, top_k, top_p, n_runs, seed,
                         bug_resample, bug_greedy, bug_mismatch, bug_draft_t, bug_drop], [plot, verdict, details])
 
@@ -643,7 +656,9 @@ def _build_simulator() -> None:
         "### A ten-word world\n"
         f"Two tiny bigram “models” over ten words ({', '.join(WORDS)}): the target follows a little grammar; the "
         "draft mixes it with noise, and **agreement** sets how much. They run through the *same engine and trace* "
-        "as the real models, so every Live figure works on them, instantly, with all ten probabilities visible.")
+        "as the real models, so every Live figure works on them, instantly, with all ten probabilities visible. "
+        "(Their wall clock is all Python overhead, so the race below says little about speed: the sweep table "
+        "prices the forwards instead.)")
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             agreement = gr.Slider(0, 1, value=0.5, step=0.05, label="agreement (0 = unrelated draft, 1 = q equals p)",
@@ -740,9 +755,9 @@ def _build_compare(pool: Any, tab: Any) -> None:
                                  elem_id="compare-table")
             rejected = gr.Markdown("", elem_id="compare-rejected")
     outs = [plot, table, rejected, summary]
-    run.click(gpu_task(functools.partial(run_compare, pool)), [target, prompt, chat, k, temperature, max_new, seed],
+    run.click(gpu_task(_bound(run_compare, pool)), [target, prompt, chat, k, temperature, max_new, seed],
               outs)
-    select.click(gpu_task(functools.partial(run_selection, pool), duration=300),
+    select.click(gpu_task(_bound(run_selection, pool), duration=300),
                  [target, prompts, chat, k, temperature, max_new, seed], outs)
     tab.select(functools.partial(refresh_targets, pool), None, [target])
 
@@ -767,8 +782,9 @@ def _build_ksweep(pool: Any, tab: Any) -> None:
             md = gr.Markdown("", elem_id="ksweep-md")
             plot = gr.Plot(ksweep_figure(None), show_label=False, elem_id="ksweep-plot")
             table = gr.Dataframe(headers=["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α",
-                                          "tokens / iteration", "same tokens as baseline"], interactive=False,
+                                          "drafts / iteration", "tokens / iteration", "same tokens as baseline"],
+                                 interactive=False,
                                  elem_id="ksweep-table")
-    run.click(gpu_task(functools.partial(run_ksweep, pool), duration=300),
+    run.click(gpu_task(_bound(run_ksweep, pool), duration=300),
               [target, draft, prompt, chat, k_max, temperature, max_new, seed], [plot, table, md])
     tab.select(functools.partial(refresh_sweep_choices, pool), None, [target, draft])

@@ -125,6 +125,7 @@ class KRun:
     acceptance_rate: float       # accepted / drafted (the engine's stat)
     alpha: float | None          # mean min(1, p/q) of the tested drafts
     tokens_per_iteration: float
+    drafts_per_iteration: float  # below K when the drafter proposes fewer (prompt lookup without a match)
     new_tokens: int
     wall_ms: float
     target_forwards: int
@@ -197,7 +198,7 @@ def _k_run(k: int, trace: Trace, baseline_ids: list[int] | None) -> KRun:
     st = trace.stats
     same = None if baseline_ids is None else trace.new_token_ids == baseline_ids
     return KRun(k, st.tokens_per_s, st.acceptance_rate, estimate_alpha(trace), st.mean_tokens_per_iteration,
-                st.new_tokens, st.wall_ms, st.target_forwards, st.draft_forwards,
+                st.drafted / st.iterations if st.iterations else 0.0, st.new_tokens, st.wall_ms, st.target_forwards, st.draft_forwards,
                 [ms for it in trace.iterations for ms in it.draft_ms], same)
 
 
@@ -327,7 +328,7 @@ def pool_candidates(pool: ModelPool, target: LoadedModel, include_toy: bool = Tr
     drafting for itself, every other model already loaded in the pool, and (to show the compatibility
     check at work) the toy ten-word model, whose tokenizer cannot match a real one."""
     cands = [Candidate("prompt lookup (n-gram)", NGramDrafter()),
-             Candidate(f"self ({target.label})", ModelDrafter(target.model, name="self"))]
+             Candidate("self (the target drafts for itself)", ModelDrafter(target.model, name="self"))]
     for key in pool.loaded():
         if key == target.key:
             continue
