@@ -50,11 +50,11 @@ SETUP_CHOICES = [
 LAB_DEFAULTS = {   # setup -> (prompt, chat template, default N)
     "toy": ("the cat", False, 3000),
     "ngram": ("one, two, three, four, five. one, two, three,", False, 200),
-    "self": ("one, two, three, four, five. one, two, three,", False, 150),
+    "self": ("one, two, three, four, five. one, two, three,", False, 120),
 }
 LAB_MAX_RUNS = {"toy": 20_000, "ngram": 1_000, "self": 1_000}
 LAB_TIME_BUDGET_S = {"toy": 120.0, "ngram": 240.0, "self": 240.0}
-MS_PER_RUN = {"toy": "≈1–10 ms", "ngram": "≈0.2 s", "self": "≈0.3 s"}   # measured on 2 shared CPU cores
+MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s"}   # measured on 2 shared CPU cores
 
 # --- simulator ------------------------------------------------------------------------------------
 SIM_MAX_NEW = 200
