@@ -182,7 +182,7 @@ def outcomes_figure(trace: Trace) -> go.Figure:
               ("resampled", [o.resampled for o in os_], pal.RESAMPLED, "."),
               ("bonus", [o.bonus for o in os_], pal.BONUS, "x"))
     for name, ys, color, pattern in stacks:
-        hover = [_outcome_hover(it.index, o) for it, o in zip(its, os_)]
+        hover = [_outcome_hover(it.index, o) for it, o in zip(its, os_, strict=True)]
         fig.add_trace(go.Bar(name=name, x=x, y=ys, marker={"color": color, "pattern": {"shape": pattern}},
                              hovertext=hover, hoverinfo="text"), secondary_y=False)
     fig.add_trace(go.Scatter(name="running acceptance rate", x=x, y=running_acceptance(trace), mode="lines+markers",
@@ -242,7 +242,7 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
         fig.add_trace(go.Scatter(name="u ~ U[0, 1)", x=labels, y=u_vals, mode="markers",
                                  marker={"symbol": "line-ew", "size": 30, "line": {"color": pal.REJECTED, "width": 4}},
                                  hovertext=hover, hoverinfo="text"))
-    for label, d in zip(labels, it.drafts):
+    for label, d in zip(labels, it.drafts, strict=True):
         verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
                           ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
         fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
@@ -324,7 +324,7 @@ def _unique(labels: list[str], ids: list[int]) -> list[str]:
     seen: dict[str, int] = {}
     for lab in labels:
         seen[lab] = seen.get(lab, 0) + 1
-    return [lab if seen[lab] == 1 else f"{lab} #{t}" for lab, t in zip(labels, ids)]
+    return [lab if seen[lab] == 1 else f"{lab} #{t}" for lab, t in zip(labels, ids, strict=True)]
 
 
 def _no_rejection_message(it: IterationRecord) -> str:

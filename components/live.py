@@ -7,6 +7,7 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 """
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -121,7 +122,6 @@ def change_pair(pool: Pool, new_key: str, current_key: str) -> tuple[Any, str, s
 
 
 def _status(text: str, kind: str = "info") -> str:
-    import html
     color = {"ok": "#1b5e20", "warn": "#8a3b00", "info": "#333"}[kind]
     return f'<div class="sd-status" style="color:{color}">{html.escape(text)}</div>'
 
@@ -230,11 +230,13 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                                     meta=pair.meta)
         try:
             for trace in stream:
-                if control["stop"]:
+                if control["stop"] and not trace.finish_reason:
                     trace.finish_reason = "stopped"
                     break
+                first = len(trace.iterations) == 1     # a new run: the previous export goes away
                 yield _live_frame(trace, control, f"Speculative decoding: iteration {len(trace.iterations)}, "
-                                                  f"{trace.stats.new_tokens} tokens…")
+                                                  f"{trace.stats.new_tokens} tokens…",
+                                  gr.DownloadButton(value=None, interactive=False) if first else None)
         finally:
             stream.close()
         if trace is None:
@@ -243,10 +245,10 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
             try:
                 for base in base_stream:
-                    trace.baseline = base
                     if control["stop"]:
-                        trace.finish_reason = "stopped"
+                        trace.baseline = None    # an incomplete baseline would skew the comparison
                         break
+                    trace.baseline = base
                     yield _baseline_frame(trace, control, f"Baseline (target only): {len(base.new_token_ids)} "
                                                           "tokens…")
             finally:
@@ -256,7 +258,12 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     finally:
         for m in reversed(held):
             m.lock.release()
-    done = "Stopped: kept what was produced." if trace.finish_reason == "stopped" else "Done."
+    if trace.finish_reason == "stopped":
+        done = "Stopped: kept what was produced."
+    elif control["stop"]:
+        done = "Stopped during the baseline: kept the speculative run, dropped the incomplete baseline."
+    else:
+        done = "Done."
     path = export_trace(trace.to_dict())
     yield _live_frame(trace, control, f"{done} {trace.stats.new_tokens} tokens in {len(trace.iterations)} "
                                       "iterations. Step through them below, or download the trace.",

@@ -7,11 +7,11 @@ gr.Error that says what was wrong.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gradio as gr
 
@@ -80,13 +80,13 @@ def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
 
 def _show(trace: Trace, source: str) -> tuple:
     view = render_trace(trace, len(trace.iterations) - 1 if trace.iterations else None)
+    cfg = trace.config
     info = (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations · "
-            f"target {trace.config.get('target', '?')} · draft {trace.config.get('draft', trace.config.get('drafter'))}")
+            f"target {cfg.get('target', '?')} · draft {cfg.get('draft', cfg.get('drafter'))}")
     return (*view, trace.to_dict(), _note(info))
 
 
 def _note(text: str) -> str:
-    import html
     return f'<div class="sd-status">{html.escape(text)}</div>'
 
 
@@ -138,4 +138,4 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
 
 
 __all__ = ["read_trace_file", "list_examples", "load_example", "replay_upload", "replay_example",
-           "build_replay_tab", "MAX_BYTES", "Example", "Any"]
+           "build_replay_tab", "MAX_BYTES", "Example"]

@@ -113,12 +113,29 @@ def step_view(trace_dict: dict | None, value: float | None, delta: int) -> tuple
     return render_iteration(trace, target_index(value, delta, len(trace.iterations)))
 
 
+EXPORT_MAX_AGE_S = 3600
+
+
 def export_trace(trace_dict: dict | None, folder: str | None = None) -> str:
-    """Write the trace as pretty JSON to a fresh file and return its path (for a DownloadButton)."""
+    """Write the trace as JSON to a new file and return its path (for a DownloadButton). Gradio copies it
+    into its own cache when it is sent, so exports older than an hour are pruned here."""
     if trace_dict is None:
         raise gr.Error("Nothing to export yet: run a prompt first.")
-    folder = folder or tempfile.mkdtemp(prefix="specdec-export-")
-    path = os.path.join(folder, f"specdec-trace-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    with open(path, "w", encoding="utf-8") as f:
+    folder = folder or os.path.join(tempfile.gettempdir(), "specdec-exports")
+    os.makedirs(folder, exist_ok=True)
+    _prune(folder, EXPORT_MAX_AGE_S)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fd, path = tempfile.mkstemp(prefix=f"specdec-trace-{stamp}-", suffix=".json", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(trace_dict, f, ensure_ascii=False, indent=1)
     return path
+
+
+def _prune(folder: str, max_age_s: float) -> None:
+    cutoff = time.time() - max_age_s
+    for entry in os.scandir(folder):
+        try:
+            if entry.name.startswith("specdec-trace-") and entry.stat().st_mtime < cutoff:
+                os.remove(entry.path)
+        except OSError:
+            pass   # another session removed it first

@@ -117,6 +117,19 @@ def test_stop_ends_the_run_cleanly_and_keeps_what_was_produced(pool):
     assert not pool.bundled.lock.locked()
 
 
+def test_stop_during_the_baseline_keeps_the_speculative_run_and_drops_the_partial_baseline(pool):
+    control = new_control()
+    frames = []
+    for frame in _run(pool, max_new=8, control=control):
+        frames.append(frame)
+        if isinstance(frame[0], dict) and hasattr(frame[1], "to_json"):   # the first baseline frame
+            live.stop_live(control)
+    trace = Trace.from_dict(frames[-1][10])
+    assert trace.finish_reason in ("eos", "length") and trace.baseline is None
+    assert "Stopped during the baseline" in frames[-1][12]
+    assert "no baseline" in frames[-1][8] or "Tick" in frames[-1][8]
+
+
 def test_self_draft_accepts_what_it_drafts(pool):
     frames = list(_run(pool, pair=PAIR_SELF, max_new=6, k=3))
     trace = Trace.from_dict(frames[-1][10])
@@ -221,9 +234,9 @@ def test_time_spent_rendering_between_iterations_is_not_counted(tiny_pair):
     target, draft = tiny_pair
     cfg = SpecConfig(k=3, max_new_tokens=8)
     t0 = time.perf_counter()
-    for trace in stream_speculative(target, draft, [1, 2, 3], cfg):
+    for trace in stream_speculative(target, draft, [1, 2, 3], cfg):  # noqa: B007 (the last one is kept)
         time.sleep(0.03)
-    for base in stream_baseline(target, [1, 2, 3], cfg):
+    for base in stream_baseline(target, [1, 2, 3], cfg):  # noqa: B007
         time.sleep(0.03)
     total_ms = (time.perf_counter() - t0) * 1000
     slept_ms = 30 * (len(trace.iterations) + len(base.token_ms))

@@ -22,7 +22,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 FIGURES = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory")
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install chromium)")]
+              pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                 reason=f"{CHROMIUM} is absent (apt-get install chromium, or make browser-deps)")]
 
 
 def _free_port() -> int:
