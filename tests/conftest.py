@@ -31,3 +31,13 @@ def bundled():
     """(model, tokenizer) of the bundled SmolLM2-135M-Instruct, loaded once per test session."""
     from specdec_core import load_bundled_model
     return load_bundled_model("cpu")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: a second intra-op thread only adds overhead (and stalls badly on a busy CPU).
+    Restores the previous thread count after the module, so model tests keep their threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -31,9 +31,11 @@ class Recorder(torch.nn.Module):
         return self.inner(input_ids=input_ids, past_key_values=past_key_values, **kw)
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(scope="module")
 def lms():
-    torch.set_num_threads(1)
     return make_tiny_lm(vocab_size=VOCAB, seed=11, scale=6.0, layers=2), make_tiny_lm(vocab_size=VOCAB, seed=12,
                                                                                       scale=6.0, layers=2)
 

@@ -17,11 +17,12 @@ PROMPT = [1, 2, 3, 1, 2]   # the n-gram drafter finds "1 2" -> proposes "3 1 ...
 N_RUNS = 2500
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(scope="module")
 def models():
-    torch.set_num_threads(1)  # tiny models: threads only add overhead
-    yield make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0), make_tiny_lm(vocab_size=VOCAB, seed=2, scale=10.0)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    return make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0), make_tiny_lm(vocab_size=VOCAB, seed=2, scale=10.0)
 
 
 @torch.inference_mode()

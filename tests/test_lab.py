@@ -16,13 +16,7 @@ from specdec_core.lab import (ExactDistribution, LabSettings, Outcomes, bug_note
 from specdec_core.toy import make_toy_pair
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: a second intra-op thread only adds overhead (and stalls badly on a busy CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,7 @@ from specdec_core.theory import speedup
 from specdec_core.toy import ToyTokenizer, make_toy_pair
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

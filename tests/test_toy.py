@@ -11,13 +11,7 @@ from specdec_core.toy import (WORDS, BigramLM, ToyTokenizer, draft_table, make_t
                               overlap, pair_from_config, pair_meta, step_view, target_table)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Ten-element tensors: a second intra-op thread only adds overhead (and stalls on a busy CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_tokenizer_round_trip_and_errors():

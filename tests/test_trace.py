@@ -9,9 +9,11 @@ from conftest import make_tiny_lm
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
 @pytest.fixture(scope="module")
 def good():
-    torch.set_num_threads(1)
     t, d = make_tiny_lm(vocab_size=16, seed=4, scale=6.0), make_tiny_lm(vocab_size=16, seed=5, scale=6.0)
     cfg = SpecConfig(k=3, temperature=1.0, max_new_tokens=20, seed=1)
     trace = speculative_generate(t, d, [1, 2, 3, 4], cfg)

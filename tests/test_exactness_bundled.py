@@ -1,0 +1,49 @@
+"""Slow: statistical exactness on the bundled SmolLM2 with the n-gram drafter (point-mass q), top-k
+sampling, first two tokens against the enumerated target distribution. `make test-slow`."""
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, encode_prompt, speculative_generate
+from specdec_core.sampling import warp_logits
+
+PROMPT = "Repeat exactly: red green blue red green blue red green"
+N = 1500
+SETTINGS = dict(temperature=1.0, top_k=4, top_p=1.0)
+
+
+@torch.inference_mode()
+def exact_joint(model, ids):
+    p1 = warp_logits(model(input_ids=torch.tensor([ids])).logits[0, -1], **SETTINGS)
+    joint = {}
+    for t1 in torch.nonzero(p1).flatten().tolist():
+        p2 = warp_logits(model(input_ids=torch.tensor([ids + [t1]])).logits[0, -1], **SETTINGS)
+        for t2 in torch.nonzero(p2).flatten().tolist():
+            joint[(t1, t2)] = float(p1[t1] * p2[t2])
+    return joint
+
+
+def p_value(model, ids, joint, bugs):
+    counts = Counter()
+    for seed in range(N):
+        cfg = SpecConfig(k=3, max_new_tokens=3, seed=seed, full_trace=False, **SETTINGS)
+        counts[tuple(speculative_generate(model, NGramDrafter(), ids, cfg, bugs=bugs).new_token_ids[:2])] += 1
+    assert set(counts) <= set(joint), "generated a pair with zero target probability"
+    cells = list(joint)
+    exp = np.array([joint[c] * N for c in cells])
+    obs = np.array([counts.get(c, 0) for c in cells], dtype=float)
+    big = exp >= 5
+    obs, exp = np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum())
+    return chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
+
+
+@pytest.mark.slow
+def test_bundled_ngram_exact_and_bug_caught(bundled):
+    model, tok = bundled
+    ids = encode_prompt(tok, PROMPT, chat=False)
+    joint = exact_joint(model, ids)
+    assert p_value(model, ids, joint, InjectedBugs()) > 1e-3
+    assert p_value(model, ids, joint, InjectedBugs(resample_from_p=True)) < 1e-6
