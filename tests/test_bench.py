@@ -108,6 +108,7 @@ def test_real_runs_side_by_side_identical_and_reported(lms, tmp_path):
     by_job = {c.job: c for c in comps}
     for job in ("ngram", "draft", "base"):
         assert by_job[job].refused is None and by_job[job].ratio.n == 2 and by_job[job].ratio.median > 0
+        assert by_job[job].cpu_ratio is not None and by_job[job].cpu_ratio.median > 0
     assert by_job["bad"].ratio is None and "lengths 23 vs 24" in by_job["bad"].refused
     assert results["ours draft"][0].forwards == {"target": 1 + results["ours draft"][0].iterations,
                                                  "draft": results["ours draft"][0].forwards["draft"]}
