@@ -8,6 +8,7 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,9 +19,12 @@ from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafte
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
 
 from .context import AppContext
-from .figures import resolve_index
+from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
-from .viewer import Viewer, build_viewer, export_trace, parse_state, render_iteration, render_trace, target_index
+from .summary import summary_html
+from .tokens import tokens_html
+from .viewer import (Viewer, build_viewer, export_trace, parse_state, render_iteration, render_trace, slider_update,
+                     target_index)
 
 PAIR_NGRAM = "bundled|ngram"
 PAIR_SELF = "bundled|self"
@@ -180,19 +184,49 @@ def _selected(control: dict, trace: Trace) -> int | None:
     return resolve_index(trace, control["selected"])
 
 
-def _live_frame(trace: Trace, control: dict, message: str, download: Any = None) -> tuple:
-    """One full update: viewer outputs + (trace state, download button, status)."""
-    view = render_trace(trace, _selected(control, trace), "")
-    return (*view, trace.to_dict(), download if download is not None else gr.skip(), _status(message))
+FRAME_S = 0.25     # token stream, summary and status: at most four updates a second
+FIGURE_S = 1.0     # the seven figures: at most one update a second (always the first and the last frame)
 
 
-def _baseline_frame(trace: Trace, control: dict, message: str) -> tuple:
-    """While the baseline streams only the timing views change: timeline, race, summary."""
-    from .figures import race_figure, timeline_figure
-    from .summary import summary_html
+class Pacer:
+    """Decides, after each engine step, whether the page gets a full update (figures too), a light one
+    (token stream, summary, status) or none yet. The engine never waits for the page: a browser that
+    draws slower than the model generates would otherwise queue up frames and fall behind."""
+
+    def __init__(self, frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> None:
+        self.frame_s, self.figure_s = frame_s, figure_s
+        self.last_frame = self.last_figures = float("-inf")
+
+    def __call__(self) -> str:
+        """"full", "light" or "" (skip)."""
+        now = time.monotonic()
+        if now - self.last_figures >= self.figure_s:
+            self.last_frame = self.last_figures = now
+            return "full"
+        if now - self.last_frame >= self.frame_s:
+            self.last_frame = now
+            return "light"
+        return ""
+
+
+def _live_frame(trace: Trace, control: dict, message: str, download: Any = None, full: bool = True) -> tuple:
+    """One update: viewer outputs + (trace state, download button, status). A light update leaves the
+    seven figures as they are."""
+    i = _selected(control, trace)
     skip = gr.skip()
-    return (skip, timeline_figure(trace), race_figure(trace), skip, skip, skip, skip, skip, summary_html(trace),
-            skip, trace.to_dict(), skip, _status(message))
+    if full:
+        view = render_trace(trace, i, "")
+    else:
+        view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i))
+    return (*view, trace.to_dict(), download if download is not None else skip, _status(message))
+
+
+def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
+    """While the baseline streams only the timing views change: timeline, race (full updates), summary."""
+    skip = gr.skip()
+    figs = (timeline_figure(trace), race_figure(trace)) if full else (skip, skip)
+    return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, trace.to_dict(), skip,
+            _status(message))
 
 
 def _acquire(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
@@ -208,9 +242,10 @@ def _acquire(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
 
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
-             control: dict | None) -> Iterator[tuple]:
-    """Run speculative decoding (then, if asked, the baseline) and yield a page update after every
-    iteration (and every baseline token). Outputs: viewer outputs, trace state, download, status."""
+             control: dict | None, *, frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
+    """Run speculative decoding (then, if asked, the baseline) and stream page updates as iterations (and
+    baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after every single step). Outputs:
+    viewer outputs, trace state, download, status. The time spent rendering is not counted by the engine."""
     control = control if control is not None else new_control()
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, adaptive_k)
     try:
@@ -225,6 +260,8 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
         yield (*[gr.skip()] * 12, _status("Waiting for another viewer's run on this model to finish…"))
     held = _acquire(models, LOCK_WAIT_S)
     trace: Trace | None = None
+    baseline_dropped = False
+    pace = Pacer(frame_s, figure_s)
     try:
         stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
                                     meta=pair.meta)
@@ -233,24 +270,33 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                 if control["stop"] and not trace.finish_reason:
                     trace.finish_reason = "stopped"
                     break
+                kind = pace()
+                if trace.finish_reason or not kind:
+                    continue                        # the last iteration is drawn by the final frame
                 first = len(trace.iterations) == 1     # a new run: the previous export goes away
                 yield _live_frame(trace, control, f"Speculative decoding: iteration {len(trace.iterations)}, "
                                                   f"{trace.stats.new_tokens} tokens…",
-                                  gr.DownloadButton(value=None, interactive=False) if first else None)
+                                  gr.DownloadButton(value=None, interactive=False) if first else None,
+                                  full=kind == "full")
         finally:
             stream.close()
         if trace is None:
             raise gr.Error("The engine produced no iteration.")
         if with_baseline and not control["stop"]:
+            yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…")
+            pace = Pacer(frame_s, figure_s)
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
             try:
                 for base in base_stream:
                     if control["stop"]:
                         trace.baseline = None    # an incomplete baseline would skew the comparison
+                        baseline_dropped = True
                         break
                     trace.baseline = base
-                    yield _baseline_frame(trace, control, f"Baseline (target only): {len(base.new_token_ids)} "
-                                                          "tokens…")
+                    kind = pace()
+                    if kind:
+                        yield _baseline_frame(trace, f"Baseline (target only): {len(base.new_token_ids)} tokens…",
+                                              full=kind == "full")
             finally:
                 base_stream.close()
     except (RuntimeError, ValueError) as e:
@@ -260,8 +306,10 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             m.lock.release()
     if trace.finish_reason == "stopped":
         done = "Stopped: kept what was produced."
-    elif control["stop"]:
+    elif baseline_dropped:
         done = "Stopped during the baseline: kept the speculative run, dropped the incomplete baseline."
+    elif with_baseline and trace.baseline is None:
+        done = "Done (stopped before the baseline, so there is none)."
     else:
         done = "Done."
     path = export_trace(trace.to_dict())

@@ -30,7 +30,8 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ("tokens / s", f"{st.tokens_per_s:.1f}", f"{b.tokens_per_s:.1f}" if b else "–"),
     ]
     s = measured_speedup(trace)
-    rows.append(("measured speedup", f"×{s:.2f}" if s is not None else "– (needs a baseline)", ""))
+    rows.append(("measured speedup", f"×{s:.2f} (tokens/s over the baseline's)" if s is not None
+                 else "– (needs a baseline)", ""))
     same = identical_to_baseline(trace)
     greedy = cfg.get("temperature", 0) == 0
     if same is None:

@@ -73,8 +73,9 @@ def test_make_config_accepts_gradio_floats():
 
 @pytest.fixture(scope="module")
 def ngram_frames(pool) -> list[tuple]:
-    """Every page update of one greedy n-gram run with a same-run baseline (shared by several tests)."""
-    return list(_run(pool, max_new=14))
+    """Every page update of one greedy n-gram run with a same-run baseline, unpaced: an update after every
+    iteration and every baseline token (shared by several tests)."""
+    return list(_run(pool, max_new=14, frame_s=0.0, figure_s=0.0))
 
 
 def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
@@ -83,8 +84,9 @@ def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
     final = frames[-1]
     trace = Trace.from_dict(final[10])
     n = len(trace.iterations)
+    # one update per iteration (the last one drawn by the "now the baseline" update), then per baseline token
     spec_frames = [f for f in frames[:-1] if not isinstance(f[0], dict)]   # gr.skip() is a dict update
-    assert len(spec_frames) == n                                          # one update per iteration
+    assert len(spec_frames) == n
     assert [len(Trace.from_dict(f[10]).iterations) for f in spec_frames] == list(range(1, n + 1))
     base_frames = frames[n:-1]
     assert len(base_frames) == len(trace.baseline.new_token_ids)          # then one per baseline token
@@ -101,6 +103,25 @@ def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
     with open(path, encoding="utf-8") as f:
         assert Trace.from_dict(json.load(f)).to_dict() == trace.to_dict()
     assert trace.config["target"].startswith("SmolLM2") and trace.config["draft"] == "n-gram prompt lookup"
+
+
+def test_pacer_bounds_the_update_rate():
+    pace = live.Pacer(frame_s=10.0, figure_s=100.0)
+    assert [pace(), pace(), pace()] == ["full", "", ""]
+    pace = live.Pacer(frame_s=0.0, figure_s=100.0)
+    assert [pace(), pace(), pace()] == ["full", "light", "light"]
+    pace = live.Pacer(frame_s=0.0, figure_s=0.0)
+    assert [pace(), pace()] == ["full", "full"]
+
+
+def test_paced_run_sends_light_updates_between_figure_updates(pool):
+    frames = list(_run(pool, max_new=10, baseline=False, frame_s=0.0, figure_s=3600.0))
+    final = Trace.from_dict(frames[-1][10])
+    middle = frames[1:-1]
+    assert hasattr(frames[0][1], "to_json")                                 # the first update draws figures
+    assert all(isinstance(f[1], dict) and isinstance(f[0], str) for f in middle)   # then tokens only
+    assert len(frames) <= len(final.iterations) + 1
+    assert all(hasattr(f, "to_json") for f in frames[-1][1:8])               # the last update draws them all
 
 
 def test_stop_ends_the_run_cleanly_and_keeps_what_was_produced(pool):
