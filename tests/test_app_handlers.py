@@ -115,7 +115,7 @@ def test_pacer_bounds_the_update_rate():
 
 
 def test_paced_run_sends_light_updates_between_figure_updates(pool):
-    frames = list(_run(pool, max_new=10, baseline=False, frame_s=0.0, figure_s=3600.0))
+    frames = list(_run(pool, max_new=8, baseline=False, frame_s=0.0, figure_s=3600.0))
     final = Trace.from_dict(frames[-1][10])
     middle = frames[1:-1]
     assert hasattr(frames[0][1], "to_json")                                 # the first update draws figures
@@ -152,7 +152,7 @@ def test_stop_during_the_baseline_keeps_the_speculative_run_and_drops_the_partia
 
 
 def test_self_draft_accepts_what_it_drafts(pool):
-    frames = list(_run(pool, pair=PAIR_SELF, max_new=6, k=3))
+    frames = list(_run(pool, pair=PAIR_SELF, max_new=5, k=2))
     trace = Trace.from_dict(frames[-1][10])
     assert trace.config["drafter"] == "self" and trace.stats.draft_forwards > 0
     assert trace.stats.acceptance_rate >= 0.75       # same model, greedy: the draft is the target's argmax
