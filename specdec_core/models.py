@@ -114,6 +114,9 @@ def load_model(name: str, device: str | torch.device | None = None, dtype: torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     name = validate_model_id(name, allow_local)
     dev = pick_device(str(device) if device is not None else None)
+    if not os.path.isdir(name) and not _in_hub_cache(name) and not _hub_reachable():
+        raise RuntimeError(f"could not load '{name}': the Hugging Face Hub cannot be reached from this machine "
+                           "(no network) and the model is not in the local cache")
     try:
         tok = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or pick_dtype(dev), use_safetensors=True,
@@ -125,6 +128,26 @@ def load_model(name: str, device: str | torch.device | None = None, dtype: torch
         raise RuntimeError(f"could not load '{name}': {str(e).splitlines()[0][:300]}") from e
     model = model.to(dev).eval()
     return model, tok
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick look-up of the Hub's host, so that a machine without network fails in seconds rather than
+    after the download client's retries (about a minute)."""
+    import socket
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        return False
+    host = constants.ENDPOINT.split("://", 1)[-1].split("/", 1)[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 PROBES = ("Hello, world!", "  leading and trailing spaces  ", "tabs\tand\nnewlines\n\n", "1234567890 3.14159 -42",

@@ -118,3 +118,12 @@ def test_cli_end_to_end_offline_with_baseline(tmp_path):
     assert "Converting" not in r.stderr
     trace = Trace.from_dict(json.loads(out.read_text()))
     assert trace.baseline is not None and trace.baseline.new_token_ids == trace.new_token_ids
+
+
+def test_hub_model_without_network_fails_fast_and_plainly(monkeypatch):
+    import specdec_core.models as models
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
+    with pytest.raises(RuntimeError, match="cannot be reached"):
+        models.load_model("some-org/not-cached-model")
+    with pytest.raises(ValueError, match="not a valid Hugging Face model id"):
+        models.load_model("../../etc", allow_local=False)
