@@ -1,6 +1,6 @@
 """Benchmark: this engine against transformers' own assisted generation, measured side by side.
 
-    python -m specdec_core.bench              # full run (several minutes on 2 CPU cores)
+    python -m specdec_core.bench              # full run (about 15 minutes on 2 idle CPU cores)
     python -m specdec_core.bench --quick      # smoke test: 2 prompts, short outputs, 2 rounds
     python -m specdec_core.bench --json out.json --repeats 5
 
@@ -85,7 +85,6 @@ PROMPTS: tuple[BenchPrompt, ...] = (
     BenchPrompt("copy-list", "extractive", "Repeat this list exactly, line by line:\n\n" + _LIST),
     BenchPrompt("story", "open-ended", "Write a short story about a robot who learns to paint."),
     BenchPrompt("explain", "open-ended", "Explain how a refrigerator keeps food cold."),
-    BenchPrompt("advice", "open-ended", "Give me some advice for learning a new language."),
 )
 QUICK_PROMPTS = ("copy-passage", "story")
 
@@ -104,6 +103,7 @@ class RunResult:
     accepted: int | None = None
     other_ms: list[float] | None = None   # ours only: per-iteration other_ms from the trace
     cpu_seconds: float = 0.0          # CPU time of this process during the call (all threads)
+    others_cores: float | None = None  # how many cores OTHER processes kept busy meanwhile (Linux)
 
     @property
     def tokens_per_s(self) -> float:
@@ -171,15 +171,19 @@ def _sync(model: torch.nn.Module) -> None:
 
 
 class Stopwatch:
-    """Wall time (device synchronized at both ends) and this process's CPU time of one call. On a machine
-    shared with other work, CPU time is the steadier measure of the work done; wall time is the claim."""
+    """Wall time (device synchronized at both ends) and this process's CPU time of one call, plus how
+    busy the REST of the machine was meanwhile (in cores, from /proc; None where unavailable): on a
+    shared machine that says which measurements were disturbed. CPU time is the steadier measure of the
+    work done; wall time is the claim."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.seconds = self.cpu_seconds = 0.0
+        self.others_cores: float | None = None
 
     def __enter__(self) -> "Stopwatch":
         _sync(self.model)
+        self._busy0 = _machine_busy_s()
         self._t0, self._c0 = time.perf_counter(), time.process_time()
         return self
 
@@ -187,11 +191,25 @@ class Stopwatch:
         _sync(self.model)
         self.seconds = time.perf_counter() - self._t0
         self.cpu_seconds = time.process_time() - self._c0
+        busy1 = _machine_busy_s()
+        if self._busy0 is not None and busy1 is not None and self.seconds > 0:
+            self.others_cores = max(0.0, (busy1 - self._busy0 - self.cpu_seconds) / self.seconds)
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds all processes have spent busy since boot (Linux /proc/stat), or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _result(tokens: list[int], clock: Stopwatch, meter: ForwardMeter, **ours: Any) -> RunResult:
     return RunResult(tokens, clock.seconds, meter.seconds, dict(meter.counts), dict(meter.role_seconds),
-                     cpu_seconds=clock.cpu_seconds, **ours)
+                     cpu_seconds=clock.cpu_seconds, others_cores=clock.others_cores, **ours)
 
 
 def ours_speculative(target: torch.nn.Module, make_drafter: Callable[[], Any], ids: list[int], cfg: SpecConfig,
@@ -657,6 +675,7 @@ def side_rows(prompt: BenchPrompt, group: str, prompt_tokens: int, results: dict
     return [{"prompt": prompt.name, "kind": prompt.kind, "group": group, "prompt_tokens": prompt_tokens,
              **asdict(summarize(side, runs)),
              "runs": [{"seconds": r.seconds, "tokens_per_s": r.tokens_per_s, "forward_s": r.forward_s,
+                       "cpu_seconds": r.cpu_seconds, "others_cores": r.others_cores,
                        "new_tokens": len(r.tokens)} for r in runs]}
             for side, runs in results.items()]
 
@@ -702,7 +721,7 @@ def render_report(report: dict) -> str:
            f"torch {m['torch']}, transformers {m['transformers']}, Python {m['python']}"
            + (f", GPU {m['cuda']}" if m.get("cuda") else ", no GPU") + ".",
            f"Run: {report['started']} – {report['finished']}; load average at start "
-           f"{m.get('load_average')}, at end {report.get('load_average_end')} (a shared machine shows > 0).",
+           f"{m.get('load_average')}, at end {report.get('load_average_end')}. {_others_line(report)}",
            f"Settings: greedy, {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; "
            f"max_new_tokens={s['max_new_tokens']}, n-gram K={s['ngram_k']}, "
            f"draft K={s['draft_k']} (pairs: {', '.join(s['pairs']) or 'none'}), {s['repeats']} measured rounds "
@@ -751,6 +770,16 @@ def render_report(report: dict) -> str:
     return "\n".join(out)
 
 
+def _others_line(report: dict) -> str:
+    """How busy other processes kept the machine during the measured runs."""
+    busy = [run["others_cores"] for row in report["sides"] for run in row["runs"] if run.get("others_cores") is not None]
+    if not busy:
+        return "Other processes' CPU use was not measured."
+    disturbed = sum(b > 0.25 for b in busy)
+    return (f"Other processes kept {statistics.median(busy):.2f} cores busy (median over {len(busy)} measured runs, "
+            f"max {max(busy):.2f}); {disturbed} runs shared the machine with more than a quarter core of other work.")
+
+
 def _fmt_ratio(a: dict | None) -> str:
     if a is None:
         return "–"
@@ -792,7 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", metavar="PATH", default="bench-results/bench.json",
                     help="where to write the JSON results (default: bench-results/bench.json)")
     ap.add_argument("--repeats", type=int, default=None, help="measured rounds per prompt (default 3; quick 2)")
-    ap.add_argument("--max-new-tokens", type=int, default=None, help="default 64; quick 32")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default 96; quick 32")
     ap.add_argument("--prompts", default=None,
                     help=f"comma-separated subset of: {', '.join(p.name for p in PROMPTS)}")
     ap.add_argument("--pairs", default="self,tiny",
@@ -818,7 +847,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         QUICK_PROMPTS if args.quick else tuple(p.name for p in PROMPTS))
     s = BenchSettings(
         prompts=prompts, repeats=args.repeats if args.repeats is not None else (2 if args.quick else 3),
-        max_new_tokens=args.max_new_tokens if args.max_new_tokens is not None else (32 if args.quick else 64),
+        max_new_tokens=args.max_new_tokens if args.max_new_tokens is not None else (32 if args.quick else 96),
         ngram_k=args.ngram_k, draft_k=args.draft_k, pairs=tuple(p.strip() for p in args.pairs.split(",") if p.strip()),
         early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype)
     validate_settings(s)

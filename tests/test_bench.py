@@ -113,7 +113,8 @@ def test_real_runs_side_by_side_identical_and_reported(lms, tmp_path):
     assert results["ours draft"][0].forwards == {"target": 1 + results["ours draft"][0].iterations,
                                                  "draft": results["ours draft"][0].forwards["draft"]}
     assert results["hf assisted"][0].forwards["draft"] > 0 and results["hf generate"][0].forwards == {"target": n}
-    assert all(0 < r.forward_s < r.seconds for runs in results.values() for r in runs)
+    assert all(0 < r.forward_s < r.seconds and r.cpu_seconds > 0 for runs in results.values() for r in runs)
+    assert all(r.others_cores is None or r.others_cores >= 0 for runs in results.values() for r in runs)
 
     s = BenchSettings(prompts=("p",), repeats=2, max_new_tokens=n)
     report = bench.make_report(s, {"cpu": "test", "cores": 1, "torch_threads": 1, "torch": "t", "transformers": "t",
@@ -122,7 +123,7 @@ def test_real_runs_side_by_side_identical_and_reported(lms, tmp_path):
     text = render_report(report)
     ngram_tps = Spread.of([r.tokens_per_s for r in results["ours ngram"]])
     assert f"{ngram_tps.median:.1f} [{ngram_tps.min:.1f}–{ngram_tps.max:.1f}]" in text
-    assert "REFUSED" in text and "| ngram | vs hf |" in text
+    assert "REFUSED" in text and "| ngram | vs hf |" in text and "Other processes" in text
     path = tmp_path / "out" / "bench.json"
     bench.write_json(report, str(path))
     again = json.loads(path.read_text())
