@@ -11,7 +11,7 @@ from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, encode_prompt, 
 from specdec_core.sampling import warp_logits
 
 PROMPT = "Repeat exactly: red green blue red green blue red green"
-N = 1500
+N = 600
 SETTINGS = dict(temperature=1.0, top_k=4, top_p=1.0)
 
 
@@ -36,7 +36,10 @@ def p_value(model, ids, joint, bugs):
     exp = np.array([joint[c] * N for c in cells])
     obs = np.array([counts.get(c, 0) for c in cells], dtype=float)
     big = exp >= 5
-    obs, exp = np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum())
+    if exp[~big].sum() > 0:   # pool the rare cells into one bin
+        obs, exp = np.append(obs[big], obs[~big].sum()), np.append(exp[big], exp[~big].sum())
+    else:
+        obs, exp = obs[big], exp[big]
     return chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
 
 
@@ -45,5 +48,5 @@ def test_bundled_ngram_exact_and_bug_caught(bundled):
     model, tok = bundled
     ids = encode_prompt(tok, PROMPT, chat=False)
     joint = exact_joint(model, ids)
-    assert p_value(model, ids, joint, InjectedBugs()) > 1e-3
-    assert p_value(model, ids, joint, InjectedBugs(resample_from_p=True)) < 1e-6
+    exact, broken = p_value(model, ids, joint, InjectedBugs()), p_value(model, ids, joint, InjectedBugs(resample_from_p=True))
+    assert exact > 1e-3 and broken < 1e-6, f"p-values: correct engine {exact:.3g}, resample-from-p {broken:.3g}"
