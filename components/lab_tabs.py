@@ -22,10 +22,10 @@ from typing import Any
 
 import gradio as gr
 
-from specdec_core import InjectedBugs, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace, encode_prompt
+from specdec_core import InjectedBugs, LoadedModel, NGramDrafter, SpecConfig, Trace, encode_prompt
 from specdec_core.engine import baseline_generate, stream_speculative
 from specdec_core.lab import LabResult, LabSettings, run_exactness
-from specdec_core.models import check_tokenizer_compat
+from specdec_core.models import make_drafter
 from specdec_core.sweeps import (KSweep, Selection, acceptance_vs_agreement, evaluate_drafts, k_sweep,
                                  pool_candidates, speedup_table)
 from specdec_core.theory import approximate_speedup, break_even_alpha, estimate_alpha, estimate_c, optimal_k, speedup
@@ -514,16 +514,12 @@ def refresh_sweep_choices(pool: Any) -> tuple[Any, Any]:
 
 
 def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[LoadedModel]]:
-    if key == "ngram":
-        return NGramDrafter(), []
-    if key in ("self", target.key):
-        return ModelDrafter(target.model, name="self"), []
-    lm = _get_model(pool, key)
+    """The drafter for ``key`` and the extra model to lock while it runs (none for n-gram / self)."""
+    extra = [] if key in ("ngram", "self", target.key) else [_get_model(pool, key)]
     try:
-        check_tokenizer_compat(target.tokenizer, lm.tokenizer)
+        return make_drafter(pool, target, key), extra
     except ValueError as e:
         raise gr.Error(f"{key} cannot draft for {target.label}: {e}") from e
-    return ModelDrafter(lm.model, name=lm.label), [lm]
 
 
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
