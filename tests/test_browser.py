@@ -174,3 +174,53 @@ def test_stop_keeps_what_was_produced(page):
     assert 1 <= kept < 150
     assert "no baseline" in " ".join(pg.evaluate(
         "() => (document.querySelector('#plot-race .js-plotly-plot').layout.annotations || []).map(a => a.text)"))
+
+
+def _set_number(pg, elem_id: str, value: int) -> None:
+    box = pg.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def _wait_for_data(pg, elem_id: str, timeout: int = 120_000) -> None:
+    pg.wait_for_function(f"() => (document.querySelector('#{elem_id} .js-plotly-plot')?.data || []).length > 0",
+                         timeout=timeout)
+
+
+def test_teaching_tabs_each_run_once(page):
+    """Exactness lab (correct, then with a bug switched on), simulator, theory, draft comparison, K sweep."""
+    pg = page
+    pg.get_by_role("tab", name="Exactness lab").click()
+    _set_number(pg, "lab-n", 1500)
+    pg.click("#lab-run")
+    pg.wait_for_function("() => (document.querySelector('#lab-verdict') || {}).innerText?.includes('No bias detected')",
+                         timeout=120_000)
+    _wait_for_data(pg, "lab-plot")
+    pg.click("#lab-bug-resample input")
+    pg.click("#lab-run")
+    pg.wait_for_function("() => (document.querySelector('#lab-verdict') || {}).innerText?.includes('Biased')",
+                         timeout=120_000)
+
+    pg.get_by_role("tab", name="Simulator").click()
+    pg.click("#sim-slow input")                  # no slow motion in the test
+    pg.click("#sim-run")
+    pg.wait_for_selector("#sim-tokens .sd-stream .sd-tok", timeout=60_000)
+    _wait_for_data(pg, "sim-plot")
+
+    pg.get_by_role("tab", name="Theory").click()
+    _wait_for_data(pg, "theory-heatmap")
+    pg.click("#theory-refresh")                  # the Live run of this session is placed on the plots
+    pg.wait_for_function("() => (document.querySelector('#theory-md') || {}).innerText?.includes('Your latest run')",
+                         timeout=30_000)
+
+    pg.get_by_role("tab", name="Draft comparison").click()
+    _set_number(pg, "compare-max-new", 8)
+    pg.click("#compare-run")
+    _wait_for_data(pg, "compare-plot", timeout=180_000)
+    assert "toy" in pg.inner_text("#compare-rejected").lower()   # an incompatible candidate, with its failed check
+
+    pg.get_by_role("tab", name="K sweep").click()
+    _set_number(pg, "ksweep-kmax", 2)
+    _set_number(pg, "ksweep-max-new", 8)
+    pg.click("#ksweep-run")
+    _wait_for_data(pg, "ksweep-plot", timeout=180_000)
