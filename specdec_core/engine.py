@@ -18,7 +18,7 @@ import torch
 
 from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
-from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal
+from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal, new_kv_cache
 from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
 from .timing import now_ms
 from .trace import (BaselineResult, BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Stats, Trace)
@@ -30,10 +30,9 @@ class TargetModel:
     """The target LM with its KV cache; ``forward(ids)`` feeds whatever the cache has not seen."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        from transformers import DynamicCache
         self.model = model
         self.device = next(model.parameters()).device
-        self.cache = DynamicCache(config=model.config)
+        self.cache = new_kv_cache(model.config)              # appends in place, crops in O(1)
         self.cache_len = 0
         self.forwards = 0
 
