@@ -178,3 +178,26 @@ def test_cli_settings_and_bad_arguments(capsys):
                           (["--max-new-tokens", "0"], "max_new_tokens")):
         assert bench.main(argv) == 2               # refused before any model is loaded
         assert message in capsys.readouterr().err
+
+
+def test_growing_kv_cache_is_bitwise_dynamic_cache(lms):
+    """The engine's in-place KV cache (a performance change) gives bitwise the same logits as
+    transformers' DynamicCache through prefill, multi-token forwards and rollbacks."""
+    from transformers import DynamicCache
+    from specdec_core.drafters import new_kv_cache
+    target, _ = lms
+    ours, theirs = new_kv_cache(target.config), DynamicCache(config=target.config)
+    assert type(ours.layers[0]).__name__ == "GrowingLayer"
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for step, n in enumerate([9, 1, 5, 11, 1, 1, 4] * 12):
+            x = torch.randint(0, 32, (1, n), generator=gen)
+            a = target(input_ids=x, past_key_values=theirs, use_cache=True, logits_to_keep=n).logits
+            b = target(input_ids=x, past_key_values=ours, use_cache=True, logits_to_keep=n).logits
+            assert torch.equal(a, b), f"step {step}"
+            if step % 3 == 1:
+                theirs.crop(-(n // 2 + 1))
+                ours.crop(-(n // 2 + 1))
+            assert ours.get_seq_length() == theirs.get_seq_length()
+    with pytest.raises(ValueError, match="negative"):
+        ours.crop(2)
