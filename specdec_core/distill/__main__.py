@@ -1,0 +1,86 @@
+"""``python -m specdec_core.distill``: train the bundled draft from scratch, offline, seeded.
+
+Three stages, each with a progress bar and an ETA on stderr:
+ 1. data     - the target answers the training prompts; its top-32 log-probs are kept per position
+               (cached under --work-dir, keyed by the data settings, so a retrain can skip it);
+ 2. train    - the draft's layers (initialised from the target's) are distilled towards those labels;
+ 3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine.
+Writes the weights (safetensors, one file per layer, fp16) and a card (draft_card.json) to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "smollm2_draft")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m specdec_core.distill", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help="folder for the weights and the card")
+    ap.add_argument("--work-dir", default=".distill_cache", help="cache for the generated data")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompts", type=int, default=1024, help="training prompts")
+    ap.add_argument("--max-new-tokens", type=int, default=160, help="longest training response")
+    ap.add_argument("--batch-size", type=int, default=32, help="generation batch")
+    ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from")
+    ap.add_argument("--vocab", type=int, default=16384, help="draft head size (most frequent training tokens)")
+    ap.add_argument("--epochs", type=float, default=6.0)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--heldout", type=int, default=48, help="held-out prompts for the acceptance measurement")
+    ap.add_argument("--eval-tokens", type=int, default=96, help="new tokens per held-out prompt")
+    ap.add_argument("--stage", choices=["all", "data"], default="all", help="'data' stops after stage 1")
+    return ap.parse_args(argv)
+
+
+def _bar(total: int, desc: str):
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit="tok", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+
+
+def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[list, dict]:
+    import torch
+    from .data import generate_dataset
+    from .prompts import training_prompts
+    key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
+           "seed": args.seed, "version": 1}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = os.path.join(args.work_dir, f"data-{digest}.pt")
+    if os.path.exists(path):
+        blob = torch.load(path, weights_only=False)
+        return blob["data"], blob["info"]
+    prompts = training_prompts(args.prompts, seed=args.seed)
+    t0 = time.time()
+    with _bar(args.prompts * args.max_new_tokens, "1/3 data (upper bound)") as bar:
+        data = generate_dataset(target, tokenizer, prompts, args.max_new_tokens, args.batch_size, args.seed,
+                                on_batch=lambda n: bar.update(args.batch_size * args.max_new_tokens))
+    info = {**key, "response_tokens": sum(len(e.ids) - e.prompt_len for e in data), "examples": len(data),
+            "seconds": round(time.time() - t0, 1)}
+    os.makedirs(args.work_dir, exist_ok=True)
+    torch.save({"data": data, "info": info}, path)
+    return data, info
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+    from ..models import load_bundled_model
+    t_start = time.time()
+    torch.manual_seed(args.seed)
+    target, tokenizer = load_bundled_model("cpu")
+    data, data_info = load_or_generate_data(args, target, tokenizer)
+    print(f"data: {data_info}", file=sys.stderr)
+    if args.stage == "data":
+        return 0
+    from .pipeline import train_and_save
+    card = train_and_save(args, target, tokenizer, data, data_info, t_start, bar=_bar)
+    print(json.dumps(card["measured"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""The draft-training code on tiny in-process models: the loss falls, the agreement rises, the weights
+round-trip through the shipped file format, and a broken file gives a clear error."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from specdec_core import SpecConfig, speculative_generate
+from specdec_core.distill.data import Example
+from specdec_core.distill.prompts import HELDOUT_TEMPLATES, HELDOUT_TOPICS, TRAIN_TEMPLATES, TRAIN_TOPICS
+from specdec_core.distill.train import build_vocab, distill, make_batches, step1_agreement
+from specdec_core.trained_draft import DraftFilesError, build_draft, load_bundled_draft, save_draft
+from tests.conftest import make_tiny_lm
+
+V = 24
+
+
+@torch.inference_mode()
+def _examples(target: torch.nn.Module, n: int, seed: int, top_n: int = 8, greedy: bool = False) -> list[Example]:
+    """Prompts of random tokens, responses sampled (or greedy) from the target, teacher top-n log-probs."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(0, V, (4,), generator=g).tolist()
+        prompt_len = len(ids)
+        for _ in range(12):
+            logits = target(input_ids=torch.tensor([ids])).logits[0, -1]
+            ids.append(int(logits.argmax()) if greedy else int(torch.multinomial(logits.softmax(-1), 1, generator=g)))
+        logp = target(input_ids=torch.tensor([ids])).logits[0].log_softmax(-1)[prompt_len - 1:-1]
+        vals, idx = logp.topk(top_n, dim=-1)
+        out.append(Example(ids, prompt_len, idx.to(torch.int32), vals.to(torch.float16)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_target(one_thread):
+    return make_tiny_lm(vocab_size=V, seed=3, layers=2, hidden=32, scale=4.0)
+
+
+def test_prompt_sets_are_disjoint():
+    assert not set(TRAIN_TEMPLATES) & set(HELDOUT_TEMPLATES)
+    assert not set(TRAIN_TOPICS) & set(HELDOUT_TOPICS)
+    for topic in HELDOUT_TOPICS:  # no held-out topic is a training topic in other words
+        assert not any(topic.lower() in t.lower() or t.lower() in topic.lower() for t in TRAIN_TOPICS), topic
+
+
+def test_vocab_and_batches():
+    data = [Example([1, 2, 3, 5, 5, 7], 3, torch.zeros((3, 2), dtype=torch.int32), torch.zeros((3, 2)))]
+    vocab = build_vocab(data, 4, vocab_size=10, always=(9,))
+    assert vocab.tolist() == [0, 5, 7, 9]          # 9 forced, 5 and 7 seen, then id order fills
+    batches = make_batches(data * 10, tokens_per_batch=24, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(10)) and all(len(b) <= 4 for b in batches)
+
+
+def test_distill_learns_and_round_trips(tiny_target, tmp_path):
+    train = _examples(tiny_target, 48, seed=0)
+    held = _examples(tiny_target, 8, seed=1, greedy=True)   # agreement = with the target's argmax
+    vocab = build_vocab(train, 20, V)
+    draft = build_draft(tiny_target, [0], vocab)
+    for p in [*draft.model.layers.parameters(), *draft.model.norm.parameters()]:
+        p.requires_grad_(True)
+    before = step1_agreement(draft, held, pad=0)
+    log = distill(draft, train, epochs=6, lr=3e-3, seed=0, pad=0, heldout=held, evals=2, tokens_per_batch=128)
+    # soft cross-entropy = KL(p‖q) + H(p): the part above the teacher's own entropy must shrink
+    floor = sum(float(-(e.top_logp.float().exp() * e.top_logp.float()).sum()) for e in train) / \
+        sum(len(e.top_logp) for e in train)
+    first, last = sum(log["losses"][:5]) / 5 - floor, sum(log["losses"][-5:]) / 5 - floor
+    assert last < 0.6 * first, (first, last)
+    assert log["curve"][-1]["step1_agreement"] > before
+    # the embedding and head are shared with the target, never trained
+    assert draft.model.embed_tokens is tiny_target.model.embed_tokens and draft.lm_head is tiny_target.lm_head
+
+    files = save_draft(draft, str(tmp_path), {"init_layers": [0]})
+    assert all(os.path.getsize(tmp_path / f) < 10 * 2**20 for f in files)
+    loaded = load_bundled_draft(tiny_target, str(tmp_path))
+    x = torch.tensor([train[0].ids])
+    with torch.inference_mode():
+        a, b = draft(input_ids=x).logits, loaded(input_ids=x).logits
+    assert torch.equal(torch.isinf(a), torch.isinf(b))                      # same draft vocabulary
+    assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=2e-2)  # fp16 on disk
+    assert a.shape[-1] == V                                                  # full-vocabulary logits
+
+    # it drives the engine and transformers' assisted generation
+    cfg = SpecConfig(k=3, temperature=0.0, max_new_tokens=10)
+    tr = speculative_generate(tiny_target, loaded, train[0].ids[:4], cfg)
+    ref = tiny_target.generate(input_ids=x[:, :4], max_new_tokens=10, do_sample=False)
+    assert tr.new_token_ids == ref[0, 4:].tolist()
+    hf = tiny_target.generate(input_ids=x[:, :4], max_new_tokens=10, do_sample=False, assistant_model=loaded)
+    assert hf[0, 4:].tolist() == ref[0, 4:].tolist()
+
+
+def test_broken_files_are_named(tiny_target, tmp_path):
+    draft = build_draft(tiny_target, [0, 1], build_vocab([], 8, V))
+    files = save_draft(draft, str(tmp_path), {"init_layers": [0, 1]})
+    (tmp_path / files[1]).write_bytes(b"not a safetensors file")
+    with pytest.raises(DraftFilesError, match=r"layer_1\.safetensors.*python -m specdec_core\.distill"):
+        load_bundled_draft(tiny_target, str(tmp_path))
+    os.remove(tmp_path / files[1])
+    with pytest.raises(DraftFilesError, match=r"layer_1\.safetensors"):
+        load_bundled_draft(tiny_target, str(tmp_path))
+    with pytest.raises(DraftFilesError, match=r"draft_card\.json"):
+        load_bundled_draft(tiny_target, str(tmp_path / "nowhere"))
+    card = json.loads((tmp_path / "draft_card.json").read_text())
+    assert card["files"] == files
