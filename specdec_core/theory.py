@@ -422,3 +422,17 @@ def _trace_calibration(trace: Trace) -> tuple[float, ...] | None:
     cal = getattr(trace, "calibration", None) or {}
     v = cal.get("verify_ms")
     return tuple(v) if v else None
+
+
+def predicted_speedup_curve(trace: Trace, k_max: int, flat: bool = False) -> list[float] | None:
+    """Predicted speedup at K = 1..k_max for this run's job (its length, prompt, drafter and device):
+    the run's acceptance profile and costs (verify curve merged with the trace's calibration, the last
+    slope beyond it). None without iterations."""
+    if not trace.iterations:
+        return None
+    costs = costs_from_traces([trace], _trace_calibration(trace), k_max + 1)
+    if flat:
+        costs = costs.flat()
+    prof = acceptance_profile([trace])
+    n = max(1, trace.stats.new_tokens) if trace.baseline is not None else None   # no baseline: steady state
+    return [predicted_speedup(costs, prof, k, n) for k in range(1, k_max + 1)]
