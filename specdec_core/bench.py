@@ -46,6 +46,7 @@ from .config import MAX_K, SpecConfig
 NGRAM_K = 10          # transformers' documented prompt-lookup setting; the same K on both sides
 DRAFT_K = 4           # draft tokens per iteration for the model-draft job, both sides
 EARLY_EXIT_LAYERS = 8  # the in-process draft: the bundled model's first layers + its norm and head
+HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
 
 
 # --- prompts --------------------------------------------------------------------------------------
@@ -97,6 +98,12 @@ class BenchSettings:
     threads: int | None = None
     device: str = "cpu"
     dtype: str = "float32"     # float32 keeps greedy outputs comparable token for token
+    compare: bool = True       # the ours-vs-transformers groups
+    theory: bool = True        # the cost-model and K-policy sections (bench_theory)
+    theory_ks: tuple[int, ...] = tuple(range(1, 9))
+    theory_max_new_tokens: int = 64
+    theory_repeats: int = 2
+    theory_drafters: tuple[str, ...] = ("ngram", "self")
 
 
 @dataclass
@@ -132,6 +139,22 @@ def bundled_group(target: torch.nn.Module, tokenizer: Any, ids: list[int], s: Be
     for pair, draft in drafts.items():
         runners.update(_draft_sides(pair, target, draft, tokenizer, ids, s))
         comps += _draft_comparisons(pair, "ours target-only", "hf generate")
+    # our default settings (SpecConfig() with the drafter) vs transformers' defaults for the same job
+    default = SpecConfig(max_new_tokens=n)
+    runners["ours default ngram"] = ours_speculative(target, NGramDrafter, ids, default, tokenizer, t)
+    hf_default = "hf prompt-lookup"
+    if s.ngram_k != HF_DEFAULT_PROMPT_LOOKUP:
+        hf_default = "hf default prompt-lookup"
+        runners[hf_default] = hf_generate(target, ids, n, eos, t, prompt_lookup_num_tokens=HF_DEFAULT_PROMPT_LOOKUP)
+    comps.append(("default", "ours default vs transformers default (prompt lookup)", "ours default ngram", hf_default))
+    if "self" in drafts:
+        from .drafters import ModelDrafter
+        both = {"target": target, "draft": target}
+        runners["ours default draft[self]"] = ours_speculative(target, lambda: ModelDrafter(target), ids, default,
+                                                               tokenizer, both)
+        runners["hf default assisted[self]"] = hf_generate(target, ids, n, eos, both, assistant_model=target)
+        comps.append(("default", "ours default vs transformers default (assisted, self)", "ours default draft[self]",
+                      "hf default assisted[self]"))
     return Group("bundled", runners, comps)
 
 
@@ -222,7 +245,7 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
     comparisons: list[Comparison] = []
     warmed: set[str] = set()
     by_name = {p.name: p for p in PROMPTS}
-    for name in s.prompts:
+    for name in (s.prompts if s.compare else ()):
         prompt = by_name[name]
         ids = encode_prompt(tok, prompt.text, chat=True)
         groups = [bundled_group(target, tok, ids, s, drafts)]
@@ -236,6 +259,15 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
             log("    " + "; ".join(f"{c.a} / {c.b}: " + (f"{c.ratio.median:.2f}x" if c.ratio else "REFUSED")
                                    for c in comps if "vs transformers" in c.label))
     report = make_report(s, machine, started, rows, comparisons)
+    report["ours_default"] = {k: v for k, v in SpecConfig(max_new_tokens=s.max_new_tokens).to_dict().items()
+                              if k in ("k", "k_policy", "temperature")}
+    if s.theory:
+        from .bench_theory import TheorySettings, run_theory
+        log("cost model and K policies ...")
+        ts = TheorySettings(ks=s.theory_ks, max_new_tokens=s.theory_max_new_tokens, repeats=s.theory_repeats,
+                            drafters=s.theory_drafters)
+        report["theory"] = run_theory(target, tok, [by_name[n] for n in s.prompts], ts, log)
+        report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if profile:
         log("profiling ...")
         report["profile"] = profile_section(target, tok, s)
@@ -265,6 +297,17 @@ def validate_settings(s: BenchSettings) -> None:
     if not 1 <= s.early_exit_layers:
         raise ValueError(f"early_exit_layers must be >= 1, got {s.early_exit_layers}")
     SpecConfig(max_new_tokens=s.max_new_tokens)  # the engine's own range check
+    if s.theory:
+        from .bench_theory import DRAFTERS
+        known = [name for name, _ in DRAFTERS]
+        bad = [d for d in s.theory_drafters if d not in known]
+        if bad or not s.theory_drafters:
+            raise ValueError(f"unknown or no theory drafter(s) {bad}; choose from {', '.join(known)}")
+        if not s.theory_ks or not all(1 <= k <= 32 for k in s.theory_ks):
+            raise ValueError("theory K values must be between 1 and 32")
+        if s.theory_repeats < 1:
+            raise ValueError(f"theory repeats must be >= 1, got {s.theory_repeats}")
+        SpecConfig(max_new_tokens=s.theory_max_new_tokens)
 
 
 # --- profile --------------------------------------------------------------------------------------
@@ -307,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32",
                     help="float32 (default; greedy outputs then match token for token), bfloat16 or float16 "
                          "(batched and 1-token forwards may then differ in the last bits: ratios get refused)")
+    ap.add_argument("--only", choices=("compare", "theory"), default=None,
+                    help="run only the ours-vs-transformers groups or only the cost-model / K-policy sections")
+    ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
+    ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (the Live tab's); quick 24")
+    ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
+    ap.add_argument("--theory-drafters", default=None,
+                    help="comma-separated drafters of the theory sections (default: all in bench_theory.DRAFTERS)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap
@@ -319,9 +369,20 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         prompts=prompts, repeats=args.repeats if args.repeats is not None else (2 if args.quick else 3),
         max_new_tokens=args.max_new_tokens if args.max_new_tokens is not None else (32 if args.quick else 96),
         ngram_k=args.ngram_k, draft_k=args.draft_k, pairs=tuple(p.strip() for p in args.pairs.split(",") if p.strip()),
-        early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype)
+        early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype,
+        compare=args.only != "theory", theory=args.only != "compare",
+        theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
+        theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
+        theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
+        theory_drafters=tuple(d.strip() for d in args.theory_drafters.split(",") if d.strip())
+        if args.theory_drafters else _all_drafters())
     validate_settings(s)
     return s
+
+
+def _all_drafters() -> tuple[str, ...]:
+    from .bench_theory import DRAFTERS
+    return tuple(name for name, _ in DRAFTERS)
 
 
 def profile_section(target: torch.nn.Module, tokenizer: Any, s: BenchSettings) -> str:
@@ -356,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.set_verbosity_error()
         report = run_benchmark(s, log=lambda msg: print(msg, file=sys.stderr, flush=True), profile=args.profile)
         text = render_report(report)
+        if report.get("theory"):
+            from .bench_theory import render_theory
+            text += "\n\n" + render_theory(report["theory"])
         report["markdown"] = text
         write_json(report, args.json)
     except (ValueError, RuntimeError, OSError) as e:

@@ -24,6 +24,8 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("draft[self]", "full trace vs minimal trace", "all", 0.95),
     ("draft[early-exit]", "full trace vs minimal trace", "all", 0.95),
     ("ngram", "ours: speedup vs ours target-only", "extractive", 3.5),
+    ("default", "ours default vs transformers default (prompt lookup)", "all", 1.10),
+    ("default", "ours default vs transformers default (assisted, self)", "all", 1.10),
 )
 
 
@@ -84,7 +86,13 @@ def render_report(report: dict) -> str:
            f"per prompt after one warm-up round"
            + (f"; early-exit draft = first {s['early_exit_layers']} layers of the bundled model" if "early-exit"
               in s["pairs"] else "") + ".",
-           f"Command: `{report['command'].strip()}`", ""]
+           f"Command: `{report['command'].strip()}`"]
+    if report.get("ours_default"):
+        d = report["ours_default"]
+        out.append(f"\"ours default\" = SpecConfig() defaults: K = {d.get('k')}, k_policy = {d.get('k_policy')}, "
+                   f"greedy; \"transformers default\" = generate(prompt_lookup_num_tokens=10) or "
+                   f"generate(assistant_model=...) with its default schedule.")
+    out.append("")
     out += ["Ratios, tokens/s of A over B: geometric mean over prompts of each prompt's median per-round ratio, "
             "[min–max] over all rounds; reported only where both sides' outputs were token-for-token identical "
             "in every round. Tracing overhead = 1 − (full trace / minimal trace). The last column is the same "
