@@ -394,12 +394,14 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
                              mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
                              hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
-    calibrated = predicted_speedup_curve(trace, ks[-1], flat=flat)
-    if calibrated is not None:
-        name = "calibrated, flat verify (GPU-like)" if flat else "calibrated (this device's verify curve)"
+    for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
+        calibrated = predicted_speedup_curve(trace, ks[-1], flat=is_flat)
+        if calibrated is None:
+            continue
+        name = "calibrated, flat verify (GPU-like)" if is_flat else "calibrated (this device's verify curve)"
         fig.add_trace(go.Scatter(name=name, x=ks, y=calibrated, mode="lines+markers",
-                                 line={"color": pal.BASELINE if flat else pal.REJECTED, "width": 2.5},
-                                 marker={"size": 5},
+                                 line={"color": pal.BASELINE if is_flat else pal.REJECTED, "width": 2.5},
+                                 marker={"size": 5}, visible=True if is_flat == flat else "legendonly",
                                  hovertemplate="K=%{x}: ×%{y:.2f}<extra>" + name + "</extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1}, row=1, col=2)
     s = measured_speedup(trace)

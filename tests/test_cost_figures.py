@@ -21,7 +21,7 @@ def hand_trace():
     st = Stats(new_tokens=5, iterations=2, drafted=4, accepted=3, wall_ms=170.0, prefill_ms=100.0,
                tokens_per_s=5 / 0.17)
     base = BaselineResult([1] * 5, "", [110.0, 15.0, 15.0, 15.0, 15.0], 170.0, 5 / 0.17)
-    return Trace(config={"k": 2}, prompt="", prompt_ids=[1] * 5, iterations=its, new_token_ids=[0, 0, 1, 0, 1],
+    return Trace(config={"k": 2, "temperature": 0.0, "max_new_tokens": 5}, prompt="", prompt_ids=[1] * 5, iterations=its, new_token_ids=[0, 0, 1, 0, 1],
                  stats=st, baseline=base, calibration={"verify_ms": [10.0, 20.0, 30.0]})
 
 
@@ -70,3 +70,20 @@ def test_theory_tab_draws_the_runs_calibrated_curve():
     cal = next(t for t in fig.data if t.name == "calibrated prediction for your run")
     assert list(cal.x) == [1, 2, 3] and list(cal.y) == [0.9, 1.05, 1.2]
     assert isinstance(fig, go.Figure)
+
+
+def test_cost_ui_handlers():
+    from components import cost_ui as CU
+    d = hand_trace().to_dict()
+    pt = CU.cost_point(d, 6)
+    assert pt is not None and len(pt.predicted) == 6 and pt.k == 2
+    flat_pt = CU.cost_point(d, 6, CU.VERIFY_FLAT)
+    assert flat_pt.predicted_label == "calibrated prediction, flat verify"
+    assert flat_pt.predicted[1] > pt.predicted[1]       # verify at t1 = 10 ms instead of 30 ms
+    fig, md = CU.update_cost_view(d, CU.VERIFY_FLAT)
+    assert CF.ROW_FLAT in list(_bar(fig, "verify").y)
+    assert "Why a CPU gains less" in md and "1: 10, 2: 20, 3: 30" in md and "Measured speedup ×1.00" in md
+    assert CU.cost_point(None, 6) is None and CU.cost_point({"bad": 1}, 6) is None
+    assert len(CU.time_figure(None).data) == 0 and "Run a prompt" in CU.cpu_note_md(None)
+    fig = CU.rerender_ksweep(_sweep(), CU.VERIFY_FLAT)
+    assert any(t.name == "calibrated, flat verify (GPU-like)" for t in fig.data)
