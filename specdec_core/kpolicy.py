@@ -8,8 +8,9 @@
   estimate (and, for prompt lookup, how often the drafter can offer a j-th token), time per iteration
   from the target's verify curve t_verify(n) (``calibration``, rescaled online to the measured verify
   times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
-  keep failing; every ``PROBE_EVERY`` such iterations the policy tries its best K >= 1 again so the
-  acceptance estimate can recover. On this CPU t_verify is not monotonic (2-3 tokens cost more than
+  keep failing; after ``PROBE_FIRST`` such iterations the policy tries its best K >= 1 again so the
+  acceptance estimate can recover (the wait doubles after each failed probe, up to ``PROBE_MAX``; a
+  prompt-lookup probe that finds no match costs nothing extra). On this CPU t_verify is not monotonic (2-3 tokens cost more than
   4-8), and the policy picks that up from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
@@ -29,7 +30,8 @@ PRIOR_ALPHA = 0.5      # acceptance assumed before any draft was tested
 PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
-PROBE_EVERY = 8        # after this many K = 0 iterations, try drafting again
+PROBE_FIRST = 2        # after this many K = 0 iterations, try drafting again ...
+PROBE_MAX = 16         # ... doubling the wait after every probe that failed, back to PROBE_FIRST after a success
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 
 
@@ -125,6 +127,8 @@ class CostAwareK:
         self.prop = _Decayed()
         self.allow_zero = allow_zero
         self.zeros = 0
+        self.probe_gap = PROBE_FIRST
+        self.probing = False
 
     # -- the model of the next iteration --
     def costs(self) -> Costs:
@@ -152,12 +156,14 @@ class CostAwareK:
         scored = {k: predicted_tokens_per_s(costs, prof, k) for k in range(lo, cap + 1)}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
+        self.probing = False
         if best == 0:
             self.zeros += 1
-            if self.zeros >= PROBE_EVERY:
+            if self.zeros > self.probe_gap:
                 self.zeros = 0
+                self.probing = True
                 best = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
-                probe = f"probe after {PROBE_EVERY} iterations without drafts: "
+                probe = f"probe after {self.probe_gap} iterations without drafts: "
         else:
             self.zeros = 0
         e, ms = expected_tokens_profile(prof, best), iteration_ms(costs, prof, best)
@@ -172,6 +178,8 @@ class CostAwareK:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
+        if self.probing and it.drafts:   # a probe that found nothing to draft says nothing: keep the wait
+            self.probe_gap = PROBE_FIRST if it.drafts[0].accepted else min(PROBE_MAX, 2 * self.probe_gap)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:
