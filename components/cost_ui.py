@@ -5,6 +5,7 @@ less than a GPU would, with this run's numbers.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -101,3 +102,20 @@ def update_cost_view(trace_dict: dict | None, verify: Any) -> tuple[go.Figure, s
 def rerender_ksweep(sweep: KSweep | None, verify: Any) -> go.Figure:
     """The K sweep figure again with the other verify curve (no re-run)."""
     return ksweep_figure(sweep, flat=is_flat(verify))
+
+
+def build_cost_view(latest_trace: Any, triggers: Sequence[Any]) -> Any:
+    """Inside a tab's Blocks: the verify-cost switch, the "where the time went" figure and the
+    why-a-CPU-gains-less text for the latest Live run, refreshed by ``triggers`` (event listeners such as
+    ``button.click``) and by the switch. Returns the switch so the tab can feed it to its own curves."""
+    import gradio as gr
+    verify = gr.Radio(list(VERIFY_CHOICES), value=VERIFY_MEASURED, elem_id="theory-verify",
+                      label="verify cost in the calibrated model: measured on this device, or flat as on a GPU")
+    with gr.Row():
+        with gr.Column(scale=3):
+            plot = gr.Plot(time_figure(None), show_label=False, elem_id="theory-time")
+        with gr.Column(scale=2):
+            md = gr.Markdown(cpu_note_md(None), elem_id="theory-cpu-md")
+    for trigger in list(triggers) + [verify.change]:
+        trigger(update_cost_view, [latest_trace, verify], [plot, md])
+    return verify

@@ -343,12 +343,14 @@ def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
             name=f"naive closed form (α̂ = {sw.alpha:.2f}, ĉ = {sw.c:.3f})", x=ks, y=sw.theory_tokens_per_s,
             mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"},
             hovertemplate="K = %{x}: naive closed form %{y:.1f} tok/s<extra></extra>"), row=1, col=1)
-    predicted = sw.predicted_flat_tokens_per_s if flat else sw.predicted_tokens_per_s
-    if predicted and any(t is not None for t in predicted):
-        name = "calibrated, flat verify (GPU-like)" if flat else "calibrated prediction (measured verify curve)"
+    for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
+        predicted = sw.predicted_flat_tokens_per_s if is_flat else sw.predicted_tokens_per_s
+        if not predicted or all(t is None for t in predicted):
+            continue
+        name = "calibrated, flat verify (GPU-like)" if is_flat else "calibrated prediction (measured verify curve)"
         fig.add_trace(go.Scatter(
-            name=name, x=ks, y=predicted, mode="lines+markers",
-            line={"color": pal.BASELINE if flat else pal.REJECTED, "width": 2.5}, marker={"size": 6, "symbol": "x"},
+            name=name, x=ks, y=predicted, mode="lines+markers", visible=True if is_flat == flat else "legendonly",
+            line={"color": pal.BASELINE if is_flat else pal.REJECTED, "width": 2.5}, marker={"size": 6, "symbol": "x"},
             hovertemplate="K = %{x}: " + name + " %{y:.1f} tok/s<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(name=f"baseline ({sw.baseline_tokens_per_s:.1f} tok/s)", x=[ks[0], ks[-1]],
                              y=[sw.baseline_tokens_per_s] * 2, mode="lines",

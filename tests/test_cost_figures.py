@@ -60,8 +60,10 @@ def test_ksweep_draws_calibrated_and_naive_curves():
     assert list(cal.y) == [21.0, 24.0]
     assert any(n.startswith("naive closed form") for n in names)
     assert "within 5 % of measured at every K" in fig.layout.title.text
+    assert next(t for t in fig.data if t.name == "calibrated, flat verify (GPU-like)").visible == "legendonly"
     flat = LF.ksweep_figure(_sweep(), flat=True)
-    assert list(next(t for t in flat.data if t.name == "calibrated, flat verify (GPU-like)").y) == [28.0, 33.0]
+    shown = next(t for t in flat.data if t.name == "calibrated, flat verify (GPU-like)")
+    assert list(shown.y) == [28.0, 33.0] and shown.visible is True
 
 
 def test_theory_tab_draws_the_runs_calibrated_curve():
