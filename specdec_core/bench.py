@@ -41,7 +41,7 @@ from .bench_measure import (ASSISTANT_FIELDS, Aggregate, BenchPrompt, Comparison
                             hf_generate, interleave, ours_baseline, ours_speculative, output_mismatch, summarize)
 from .bench_models import early_exit_draft, tiny_realistic_pair  # noqa: F401
 from .bench_report import TARGETS, make_report, render_report, side_rows, write_json  # noqa: F401
-from .config import MAX_K, SpecConfig
+from .config import MAX_K, SpecConfig, recommended_config
 
 NGRAM_K = 10          # transformers' documented prompt-lookup setting; the same K on both sides
 DRAFT_K = 4           # draft tokens per iteration for the model-draft job, both sides
@@ -139,8 +139,8 @@ def bundled_group(target: torch.nn.Module, tokenizer: Any, ids: list[int], s: Be
     for pair, draft in drafts.items():
         runners.update(_draft_sides(pair, target, draft, tokenizer, ids, s))
         comps += _draft_comparisons(pair, "ours target-only", "hf generate")
-    # our default settings (SpecConfig() with the drafter) vs transformers' defaults for the same job
-    default = SpecConfig(max_new_tokens=n)
+    # our default settings (config.recommended_config(), as the CLI) vs transformers' defaults for the same job
+    default = recommended_config(max_new_tokens=n)
     runners["ours default ngram"] = ours_speculative(target, NGramDrafter, ids, default, tokenizer, t)
     hf_default = "hf prompt-lookup"
     if s.ngram_k != HF_DEFAULT_PROMPT_LOOKUP:
@@ -259,7 +259,7 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
             log("    " + "; ".join(f"{c.a} / {c.b}: " + (f"{c.ratio.median:.2f}x" if c.ratio else "REFUSED")
                                    for c in comps if "vs transformers" in c.label))
     report = make_report(s, machine, started, rows, comparisons)
-    report["ours_default"] = {k: v for k, v in SpecConfig(max_new_tokens=s.max_new_tokens).to_dict().items()
+    report["ours_default"] = {k: v for k, v in recommended_config(max_new_tokens=s.max_new_tokens).to_dict().items()
                               if k in ("k", "k_policy", "temperature")}
     if s.theory:
         from .bench_theory import TheorySettings, run_theory

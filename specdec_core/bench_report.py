@@ -89,7 +89,8 @@ def render_report(report: dict) -> str:
            f"Command: `{report['command'].strip()}`"]
     if report.get("ours_default"):
         d = report["ours_default"]
-        out.append(f"\"ours default\" = SpecConfig() defaults: K = {d.get('k')}, k_policy = {d.get('k_policy')}, "
+        out.append(f"\"ours default\" = config.recommended_config() (the CLI's defaults): K cap = {d.get('k')}, "
+                   f"k_policy = {d.get('k_policy')}, "
                    f"greedy; \"transformers default\" = generate(prompt_lookup_num_tokens=10) or "
                    f"generate(assistant_model=...) with its default schedule.")
     out.append("")

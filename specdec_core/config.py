@@ -6,7 +6,10 @@ from dataclasses import asdict, dataclass
 MAX_K = 64
 MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
 K_POLICIES = ("fixed", "heuristic", "cost")
-DEFAULT_K_POLICY = "fixed"   # what SpecConfig() uses when neither k_policy nor adaptive_k is given
+DEFAULT_K_POLICY = "fixed"   # SpecConfig(k=K) runs K drafts per iteration unless told otherwise (the
+                             # teaching tabs and the library rely on that)
+RECOMMENDED_K_POLICY = "cost"  # what the CLI (and the bench's "ours default") start with: measured best,
+RECOMMENDED_K_CAP = 10         # see the README's Performance section; 10 = transformers' prompt-lookup default
 
 
 @dataclass(frozen=True)
@@ -65,3 +68,12 @@ class SpecConfig:
 def _check_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+def recommended_config(**overrides: object) -> SpecConfig:
+    """The recommended settings for a real run: the cost-aware K policy capped at RECOMMENDED_K_CAP.
+    ``overrides`` win; ``k_policy=""`` means "not given", and ``adaptive_k=True`` selects the heuristic."""
+    kw: dict = {"k": RECOMMENDED_K_CAP, **{k: v for k, v in overrides.items() if not (k == "k_policy" and v == "")}}
+    if "k_policy" not in kw and not kw.get("adaptive_k"):
+        kw["k_policy"] = RECOMMENDED_K_POLICY
+    return SpecConfig(**kw)

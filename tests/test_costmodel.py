@@ -133,6 +133,11 @@ def test_config_k_policy_and_adaptive_k():
         SpecConfig(k_policy="fast")
     with pytest.raises(ValueError, match="adaptive_k=True"):
         SpecConfig(adaptive_k=True, k_policy="cost")
+    from specdec_core.config import recommended_config
+    assert (recommended_config().k, recommended_config().k_policy) == (10, "cost")
+    assert recommended_config(k_policy="", k=3).k_policy == "cost"
+    assert recommended_config(adaptive_k=True).k_policy == "heuristic"
+    assert recommended_config(k_policy="fixed").k_policy == "fixed"
 
 
 def test_heuristic_policy_matches_the_plus_two_minus_one_schedule():
