@@ -109,10 +109,14 @@ class Costs:
     prefill_ms: float = 0.0           # the speculative run's prefill (target and draft caches)
     baseline_prefill_ms: float = 0.0  # the baseline's prefill
     baseline_overhead_ms: float = 0.0  # host time per baseline token beyond its one-token forward
+    baseline_token_ms: float | None = None  # the baseline's measured time per token (forward + overhead);
+                                            # None: t1 + baseline_overhead_ms
 
     def __post_init__(self) -> None:
         if not self.verify_ms or any(not (v >= 0) for v in self.verify_ms):
             raise ValueError("verify_ms needs at least one non-negative time (n = 1)")
+        if self.baseline_token_ms is not None and not self.baseline_token_ms >= 0:
+            raise ValueError(f"baseline_token_ms must be >= 0, got {self.baseline_token_ms}")
         for name in ("draft_ms", "overhead_ms", "prefill_ms", "baseline_prefill_ms", "baseline_overhead_ms"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -121,6 +125,10 @@ class Costs:
     def t1(self) -> float:
         """One-token target forward: the baseline's unit of cost."""
         return self.verify_ms[0]
+
+    @property
+    def baseline_per_token(self) -> float:
+        return self.baseline_token_ms if self.baseline_token_ms is not None else self.t1 + self.baseline_overhead_ms
 
     def t_verify(self, n: int) -> float:
         """One target forward over n tokens. Beyond the measured range: the last measured slope
@@ -212,7 +220,7 @@ def predicted_tokens_per_s(costs: Costs, profile: AcceptanceProfile, k: int, n_t
 
 
 def baseline_tokens_per_s(costs: Costs, n_tokens: int | None = None) -> float:
-    per = costs.t1 + costs.baseline_overhead_ms
+    per = costs.baseline_per_token
     total = (costs.baseline_prefill_ms if n_tokens is not None else 0.0) + (n_tokens or 1) * per
     return 1000.0 * (n_tokens or 1) / total if total > 0 else math.inf
 
@@ -303,6 +311,9 @@ def merge_verify_curve(measured: dict[int, list[float]], calibrated: Sequence[fl
             curve.append(cal[n - 1] * scale)
         elif n in loose:
             curve.append(loose[n])
+        elif any(m > n for m in loose) and (curve or any(m < n for m in loose)):
+            known = {**loose, **{i + 1: v for i, v in enumerate(curve)}}
+            curve.append(_interpolate(known, n))        # between measured sizes: linear
         elif curve:
             curve.append(curve[-1] + (max(0.0, curve[-1] - curve[-2]) if len(curve) >= 2 else 0.0))
         elif loose:
@@ -342,23 +353,25 @@ def costs_from_traces(traces: Sequence[Trace], calibrated_verify: Sequence[float
                           - sum(sum(it.draft_ms) + it.verify_ms for it in t.iterations)) / len(t.iterations)
                       for t in traces]) or 0.0
     prefill = _mean([t.stats.prefill_ms for t in traces]) or 0.0
-    b_prefill, b_over = _baseline_parts([t for t in traces if t.baseline and t.baseline.token_ms], verify[0])
-    return Costs(verify, draft, not ngram, overhead, prefill, b_prefill, b_over)
+    b_prefill, b_over, b_token = _baseline_parts([t for t in traces if t.baseline and t.baseline.token_ms], verify[0])
+    return Costs(verify, draft, not ngram, overhead, prefill, b_prefill, b_over, b_token)
 
 
-def _baseline_parts(traces: Sequence[Trace], t1: float) -> tuple[float, float]:
-    """(prefill, host overhead per token) of the baselines: the first token's time minus a typical
-    token is the prefill; a typical token minus one one-token forward is the overhead."""
+def _baseline_parts(traces: Sequence[Trace], t1: float) -> tuple[float, float, float | None]:
+    """(prefill, host overhead per token, time per token) of the baselines: the first token's time minus
+    a typical token is the prefill; a typical token (mean of the others) is the time per token, and
+    what it has beyond one one-token forward is the overhead."""
     if not traces:
-        return 0.0, 0.0
-    pre, over = [], []
+        return 0.0, 0.0, None
+    pre, over, per = [], [], []
     for t in traces:
         ms = t.baseline.token_ms
         rest = ms[1:]
         typical = sum(rest) / len(rest) if rest else ms[0]
         pre.append(max(0.0, ms[0] - typical))
         over.append(max(0.0, typical - t1))
-    return sum(pre) / len(pre), sum(over) / len(over)
+        per.append(typical)
+    return sum(pre) / len(pre), sum(over) / len(over), sum(per) / len(per)
 
 
 def time_split(trace: Trace) -> TimeSplit:
@@ -412,7 +425,7 @@ def predict_speedup(trace: Trace, calibrated_verify: Sequence[float] | None = No
         costs = costs.flat()
     spec = predicted_split(trace, costs)
     n = len(trace.baseline.new_token_ids)
-    base_ms = costs.baseline_prefill_ms + n * (costs.t1 + costs.baseline_overhead_ms)
+    base_ms = costs.baseline_prefill_ms + n * costs.baseline_per_token
     if spec.total <= 0 or base_ms <= 0:
         return None
     return (spec.tokens / spec.total) / (n / base_ms)

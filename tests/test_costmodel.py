@@ -215,3 +215,14 @@ def test_cost_policy_keeps_greedy_outputs_exact(tiny_pair):
         assert all(0 <= it.k <= 5 for it in tr.iterations)
     pol = make_k_policy(SpecConfig(k=3, k_policy="heuristic"), target, NGramDrafter())
     assert isinstance(pol, HeuristicK)
+
+
+def test_interior_sizes_are_interpolated_and_the_baseline_keeps_its_own_time():
+    curve = merge_verify_curve({1: [10.0] * 3, 5: [50.0] * 3}, None, 6)
+    assert curve == pytest.approx((10.0, 20.0, 30.0, 40.0, 50.0, 60.0))
+    tr = _hand_trace()
+    tr.iterations[1].verify_ms = 30.0
+    # the baseline's own per-token time (15 ms) prices the baseline even when the run's t1 is larger
+    costs = costs_from_traces([tr], calibrated_verify=[40.0, 50.0, 30.0])
+    assert costs.t1 == pytest.approx(40.0) and costs.baseline_per_token == pytest.approx(15.0)
+    assert predict_speedup(tr, [40.0, 50.0, 30.0]) == pytest.approx(1.0)
