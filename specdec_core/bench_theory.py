@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .bench_measure import BenchPrompt, geomean
+from .bench_measure import BenchPrompt, _machine_busy_s, geomean
 from .config import SpecConfig
 from .trace import Trace
 
@@ -189,8 +189,12 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
     for prompt in prompts:
         ids = encode_prompt(tok, prompt.text, chat=True)
         for name in ts.drafters:
-            t1 = time.perf_counter()
+            t1, c1, busy1 = time.perf_counter(), time.process_time(), _machine_busy_s()
             bases, traces = measure_drafter(target, tok, ids, factories[name], ts)
+            wall, busy2 = time.perf_counter() - t1, _machine_busy_s()
+            others = None if busy1 is None or busy2 is None or wall <= 0 else max(
+                0.0, (busy2 - busy1 - (time.process_time() - c1)) / wall)
+            out.setdefault("others_cores", []).append({"prompt": prompt.name, "drafter": name, "cores": others})
             out["sweep"] += sweep_rows(prompt, name, traces, bases, ts, curve.verify_ms)
             out["live"] += live_rows(prompt, name, traces, ts, curve.verify_ms)
             out["policies"].append(policy_row(prompt, name, traces, ts))
@@ -245,8 +249,11 @@ def render_theory(out: dict) -> str:
     """The theory sections as markdown."""
     cal = out["calibration"]
     s = out["settings"]
+    busy = [b["cores"] for b in out.get("others_cores", []) if b["cores"] is not None]
     lines = [f"## Cost model and K policies ({s['max_new_tokens']} new tokens, greedy, {s['repeats']} measured "
              f"rounds after a warm-up round, sides interleaved)", "",
+             ("Other processes kept " + ", ".join(f"{b:.2f}" for b in busy) + " cores busy during the passes "
+              "(one value per prompt and drafter)." if busy else "Other processes' CPU use was not measured."), "",
              "Calibration pass, one target forward over n new tokens after a "
              f"{cal['context']}-token cache (median of {cal['repeats']}): "
              + ", ".join(f"n={n}: {v:.1f}" for n, v in enumerate(cal["verify_ms"], 1)) + " ms.", "",
