@@ -33,6 +33,7 @@ from specdec_core.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, 
 
 from .context import AppContext
 from .gpu import gpu_task
+from .cost_ui import VERIFY_MEASURED, build_cost_view, cost_point
 from .lab_figures import (MeasuredPoint, agreement_figure, compare_figure, exactness_figure, formula_figure,
                           ksweep_figure, speedup_heatmap, speedup_vs_k_figure, toy_step_figure)
 from .measures import measured_speedup
@@ -390,11 +391,12 @@ def theory_md(k: int, c: float, point: MeasuredPoint | None) -> str:
     return "\n\n".join(lines)
 
 
-def update_theory(k: Any, c: Any, trace_dict: dict | None) -> tuple[Any, Any, Any, str]:
-    """(heatmap, speedup-vs-K curves, exact-vs-approximate figure, markdown) for K, c and the latest run."""
+def update_theory(k: Any, c: Any, trace_dict: dict | None, verify: Any = VERIFY_MEASURED) -> tuple[Any, Any, Any, str]:
+    """(heatmap, speedup-vs-K curves, exact-vs-approximate figure, markdown) for K, c and the latest run
+    (with its calibrated prediction, priced with the measured or the flat verify curve)."""
     k_ = _int("K", k, 1, THEORY_K_MAX)
     c_ = _float("c", c, 0.0, 1.0)
-    point = measured_point(trace_dict)
+    point = cost_point(trace_dict, THEORY_K_MAX, verify)
     return (speedup_heatmap(k_, point), speedup_vs_k_figure(THEORY_ALPHAS, c_, THEORY_K_MAX, point),
             formula_figure(k_, c_, point), theory_md(k_, c_, point))
 
@@ -523,13 +525,14 @@ def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[Lo
 
 
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
-    headers = ["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α", "drafts / iteration",
-               "tokens / iteration", "same tokens as baseline"]
+    headers = ["K", "tokens/s", "speedup", "calibrated tokens/s", "naive closed form tokens/s", "acceptance",
+               "mean α", "drafts / iteration", "tokens / iteration", "same tokens as baseline"]
     rows = []
-    for r, t in zip(sw.runs, sw.theory_tokens_per_s):
+    cal = sw.predicted_tokens_per_s or [None] * len(sw.runs)
+    for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal):
         s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
         rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}",
-                     "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
+                     "–" if p is None else f"{p:.1f}", "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
                      "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
                      f"{r.tokens_per_iteration:.2f}",
                      "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
@@ -548,6 +551,14 @@ def ksweep_md(sw: KSweep) -> str:
                      "every iteration (prompt lookup often proposes fewer, or none: see drafts / iteration), a "
                      "verify forward as cheap as one target forward (a K-token verify costs more on a CPU), and "
                      "the same α at every position.")
+    if sw.predicted_tokens_per_s and sw.verify_ms:
+        errs = [abs(p / r.tokens_per_s - 1) for p, r in zip(sw.predicted_tokens_per_s, sw.runs)
+                if p is not None and r.tokens_per_s > 0]
+        curve = ", ".join(f"{n}: {v:.0f}" for n, v in enumerate(sw.verify_ms, 1))
+        parts.append(f"The **calibrated** curve drops those assumptions: per-position acceptance and drafts offered, "
+                     f"the measured verify cost per tokens fed (ms: {curve}), draft cost, overhead and prefill; it is "
+                     f"within {100 * max(errs):.0f} % of the measured tokens/s at every K here. Click "
+                     "“calibrated, flat verify (GPU-like)” in the legend to see what a flat verify would give.")
     return " ".join(parts)
 
 
@@ -698,7 +709,8 @@ def _build_simulator() -> None:
 
 def _build_theory(ctx: AppContext, tab: Any) -> None:
     gr.Markdown("### Theory explorer\nThe closed form for the expected speedup, drawn over α, c and K, with your "
-                "latest Live run placed on it.")
+                "latest Live run placed on it next to its calibrated prediction (this device's measured verify "
+                "curve, draft cost, overhead and prefill); below, where that run's time went.")
     k0, c0 = 4, 0.1
     with gr.Row():
         k = gr.Slider(1, THEORY_K_MAX, value=k0, step=1, label="K (heatmap and formulas)", elem_id="theory-k")
@@ -714,9 +726,10 @@ def _build_theory(ctx: AppContext, tab: Any) -> None:
             md_c = gr.Markdown(md, latex_delimiters=LATEX, elem_id="theory-md")
         with gr.Column(scale=1):
             formulas_p = gr.Plot(formulas, show_label=False, elem_id="theory-formulas")
+    verify = build_cost_view(ctx.latest_trace, (refresh.click, tab.select))   # where the time went
     outs = [heat_p, curves_p, formulas_p, md_c]
-    for trigger in (k.release, c.release, refresh.click, tab.select):
-        trigger(update_theory, [k, c, ctx.latest_trace], outs)
+    for trigger in (k.release, c.release, refresh.click, tab.select, verify.change):
+        trigger(update_theory, [k, c, ctx.latest_trace, verify], outs)
 
 
 def _build_compare(pool: Any, tab: Any) -> None:
@@ -760,7 +773,8 @@ def _build_compare(pool: Any, tab: Any) -> None:
 
 def _build_ksweep(pool: Any, tab: Any) -> None:
     gr.Markdown("### Find the best K\nRun K = 1 … K_max on one prompt (same seed and settings), measure tokens/s and "
-                "acceptance, and compare with the closed form for the α and c measured in these runs.")
+                "acceptance, and compare with the calibrated cost model and the naive closed form for the α and c "
+                "measured in these runs.")
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             target = gr.Dropdown(target_choices(pool), value="bundled", label="target", elem_id="ksweep-target")
@@ -777,7 +791,8 @@ def _build_ksweep(pool: Any, tab: Any) -> None:
         with gr.Column(scale=2):
             md = gr.Markdown("", elem_id="ksweep-md")
             plot = gr.Plot(ksweep_figure(None), show_label=False, elem_id="ksweep-plot")
-            table = gr.Dataframe(headers=["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α",
+            table = gr.Dataframe(headers=["K", "tokens/s", "speedup", "calibrated tokens/s",
+                                          "naive closed form tokens/s", "acceptance", "mean α",
                                           "drafts / iteration", "tokens / iteration", "same tokens as baseline"],
                                  interactive=False,
                                  elem_id="ksweep-table")
