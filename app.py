@@ -2,7 +2,8 @@
 
     python app.py            # serves on http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT honoured)
 
-``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs) and wires their events;
+``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs), wires their events and adds
+the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
 ``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
 Nothing is loaded at import time.
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 
 import gradio as gr
 
+from components.api import add_api, finish_api
 from components.context import AppContext
 from components.gpu import enable_zerogpu
 from components.lab_tabs import add_teaching_tabs
@@ -49,6 +51,8 @@ def build_demo(pool: ModelPool) -> gr.Blocks:
             with gr.Tab("Replay", id="replay"):
                 build_replay_tab()
             add_teaching_tabs(ctx)
+        add_api(pool)
+    finish_api(demo)                   # the API page lists /generate and /validate_trace only
     return demo
 
 

@@ -31,6 +31,7 @@ PAIR_SELF = "bundled|self"
 DEFAULT_PAIR = PAIR_NGRAM
 UI_MAX_K = 16
 UI_MAX_NEW_TOKENS = 512
+UI_MAX_TEMPERATURE = 5.0
 MAX_PROMPT_CHARS = 20_000
 LOCK_WAIT_S = 300.0
 
@@ -149,10 +150,19 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
         raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
         raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_}")
-    if temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if (temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+            or temperature != temperature):
         raise gr.Error(f"temperature must be a number, got {temperature!r}")
-    if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+    if not 0 <= temperature <= UI_MAX_TEMPERATURE:
+        raise gr.Error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature:g}")
+    if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or top_p != top_p:
         raise gr.Error(f"top-p must be a number, got {top_p!r}")
+    if not 0 < top_p <= 1:
+        raise gr.Error(f"top-p must be in (0, 1] (1 = off), got {top_p:g}")
+    if top_k_ < 0:
+        raise gr.Error(f"top-k must be 0 (off) or more, got {top_k_}")
+    if seed_ < 0 or seed_ >= 2**63:
+        raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
@@ -229,7 +239,8 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
             _status(message))
 
 
-def _acquire(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
+def acquire_locks(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
+    """Take each model's lock (in the given order) or raise a gr.Error saying it is busy; returns them held."""
     held: list[LoadedModel] = []
     for m in models:
         if not m.lock.acquire(timeout=timeout):
@@ -258,7 +269,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     models = pair.locks()
     if any(m.lock.locked() for m in models):
         yield (*[gr.skip()] * 12, _status("Waiting for another viewer's run on this model to finish…"))
-    held = _acquire(models, LOCK_WAIT_S)
+    held = acquire_locks(models, LOCK_WAIT_S)
     trace: Trace | None = None
     baseline_dropped = False
     pace = Pacer(frame_s, figure_s)
@@ -400,4 +411,4 @@ def build_live_tab(ctx: AppContext) -> Viewer:
 
 
 __all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "resolve_pair", "make_config",
-           "pair_choices", "new_control", "Pair"]
+           "pair_choices", "new_control", "Pair", "acquire_locks", "encode_for"]

@@ -52,8 +52,12 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
 
 @pytest.mark.parametrize("kw, message", [
     ({"k": 0}, "K must be between 1 and 16"), ({"k": 17}, "K must be between 1 and 16"),
-    ({"k": 2.5}, "K must be a whole number"), ({"temperature": -0.5}, "temperature must be >= 0"),
-    ({"top_p": 0.0}, "top_p must be in (0, 1]"), ({"top_k": -1}, "top_k must be >= 0"),
+    ({"k": 2.5}, "K must be a whole number"), ({"k": "4"}, "K must be a whole number, got '4'"),
+    ({"temperature": -0.5}, "temperature must be between 0 (greedy) and 5"),
+    ({"temperature": float("nan")}, "temperature must be a number, got nan"),
+    ({"temperature": float("inf")}, "temperature must be between 0 (greedy) and 5"),
+    ({"top_p": 0.0}, "top-p must be in (0, 1] (1 = off), got 0"), ({"top_p": float("nan")}, "top-p must be a number"),
+    ({"top_k": -1}, "top-k must be 0 (off) or more"), ({"seed": -1}, "seed must be a non-negative integer"),
     ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
     ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
 ])
