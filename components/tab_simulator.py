@@ -10,7 +10,6 @@ viewer's sim-tokens, sim-iteration, sim-plot-pq, ...).
 """
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -159,10 +158,7 @@ def build_simulator_tab() -> None:
     state = gr.State(None)
     outputs = [*viewer.outputs(), step_plot, state, position]
     run.click(run_simulator, [agreement, prompt, k, temperature, max_new, seed, slow], outputs)
-    step_outputs = [*viewer.step_outputs(), step_plot, position]
-    viewer.prev.click(functools.partial(step_simulator, delta=-1), [state, viewer.slider], step_outputs)
-    viewer.next.click(functools.partial(step_simulator, delta=1), [state, viewer.slider], step_outputs)
-    viewer.slider.release(functools.partial(step_simulator, delta=0), [state, viewer.slider], step_outputs)
+    viewer.wire_steps(step_simulator, state, outputs=[*viewer.step_outputs(), step_plot, position])
     position.release(sim_position, [state, viewer.slider, position], [step_plot])
     gr.Markdown("### Sweeps on the toy pair\nOne run per agreement level (0, 0.1, …, 1) through the engine. Measured "
                 "acceptance vs the exact α = Σ min(p, q); and a speedup table pricing the forwards the engine "
