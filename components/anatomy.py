@@ -24,7 +24,7 @@ from .figures import _layout, empty_figure, plot_text, resolve_index
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
 N_STAGES = len(STAGES)
-HEIGHT = 500
+HEIGHT = 560
 RESIDUAL_SHOWN = 3            # top residual tokens listed under the resampled token
 
 
@@ -47,9 +47,15 @@ def _decide_text(d: DraftRecord, greedy: bool) -> str:
         return "not tested<br>(after a rejection)"
     if greedy or d.u is None:
         same = "=" if d.accepted else "≠"
-        return f"α = {_fmt(d.alpha)}<br>greedy: draft {same} argmax p<br><b>{label}</b>"
+        return f"α = {_fmt(d.alpha)}<br>draft {same} argmax p<br><b>{label}</b>"
     sign = "<" if d.u < d.alpha else "≥"
     return f"α = {_fmt(d.alpha)}<br>u = {_fmt(d.u)} {sign} α<br><b>{label}</b>"
+
+
+def _emit_text(d: DraftRecord) -> str:
+    if d.accepted:
+        return f"{plot_text(d.text or str(d.token_id), 14)} ✓"
+    return "✗ dropped" if d.tested else "dropped"
 
 
 def _final_text(it: IterationRecord) -> tuple[str, str, str]:
@@ -58,7 +64,7 @@ def _final_text(it: IterationRecord) -> tuple[str, str, str]:
         r = it.resampled
         lines = [f"<b>{plot_text(r.text or str(r.token_id), 16)}</b>", "from norm(max(0, p − q))"]
         if r.residual_prob is not None:
-            lines[-1] += f": {_fmt(r.residual_prob)}"
+            lines.append(f"prob {_fmt(r.residual_prob)}")
         top = [f"{plot_text(str(t[1]), 10)} {float(t[2]):.2f}" for t in r.residual_top[:RESIDUAL_SHOWN]]
         if top:
             lines.append("top: " + ", ".join(top))
@@ -94,7 +100,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         [f"p = {_fmt(d.p)}" + (f"<br>(softmax {_fmt(d.p_raw)})" if greedy and d.p_raw is not None else "")
          for d in it.drafts],
         [_decide_text(d, greedy) for d in it.drafts],
-        [(f"{plot_text(d.text or str(d.token_id), 14)} ✓" if d.accepted else "") for d in it.drafts] + [final],
+        [_emit_text(d) for d in it.drafts] + [final],
     ]
     fig = go.Figure()
     for s in range(stage):
@@ -103,7 +109,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         if s == 2:
             colors = [_fate(d)[1] for d in it.drafts]
         if s == 3:
-            colors = [pal.ACCEPTED] * n + [final_color]
+            colors = [_fate(d)[1] for d in it.drafts] + [final_color]
         fig.add_trace(go.Scatter(name=STAGES[s], x=x[:len(cells)], y=[rows[s]] * len(cells), text=cells,
                                  mode="text", textfont={"size": 13, "color": colors}, hoverinfo="skip",
                                  showlegend=False))

@@ -116,11 +116,11 @@ def build_viewer(prefix: str = "", initial: Trace | None = None) -> Viewer:
     def plot(key: str) -> gr.Plot:
         plots[key] = gr.Plot(figs.get(key), show_label=False, elem_id=f"{prefix}{key}")
         return plots[key]
+    anatomy = gr.Plot(anatomy_figure(initial, i0) if initial is not None else None, show_label=False,
+                      elem_id=f"{prefix}plot-anatomy")
     with gr.Row():
         plot("plot-pq")
         plot("plot-residual")
-    anatomy = gr.Plot(anatomy_figure(initial, i0) if initial is not None else None, show_label=False,
-                      elem_id=f"{prefix}plot-anatomy")
     with gr.Row():
         with gr.Column(scale=1):
             summary = gr.HTML(summary_html(initial), elem_id=f"{prefix}summary")

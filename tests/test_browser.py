@@ -303,8 +303,12 @@ def test_presenter_mode_from_the_url(page, server):
         pg.keyboard.press("ArrowRight")
         pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
                              "?.text || '').startsWith('Anatomy of iteration 2')")
+        for i in (3, 4):                               # iteration 4: a rejection and the resampled token
+            pg.keyboard.press("ArrowRight")
+            pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{i}'")
+        pg.set_viewport_size({"width": 1400, "height": 1560})
         pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
-        time.sleep(0.5)
+        time.sleep(1.0)
         pg.screenshot(path=str(ROOT / "docs" / "presenter.png"), full_page=False)
         pg.click("#presenter input")                   # off again: normal type
         pg.wait_for_function("() => !document.body.classList.contains('sd-presenter')")

@@ -47,6 +47,8 @@ def test_anatomy_of_a_sampled_rejection_shows_every_recorded_number():
             assert ("<" if d.accepted else "≥") in decide[j]
         else:
             assert "not tested" in decide[j]
+    assert all(e.endswith("✓") if d.accepted else e == ("✗ dropped" if d.tested else "dropped")
+               for e, d in zip(emit, it.drafts))
     r = it.resampled
     assert "norm(max(0, p − q))" in emit[-1] and f"{r.residual_prob:.3f}" in emit[-1]
     assert list(fig.data[3].textfont.color)[-1] == pal.RESAMPLED
@@ -63,7 +65,7 @@ def test_anatomy_of_a_clean_sweep_ends_with_the_bonus_token():
     it = trace.iterations[i]
     emit = list(anatomy_figure(trace, i).data[3].text)
     assert all("✓" in e for e in emit[:-1]) and "bonus" in emit[-1] and f"p = {it.bonus.p:.3f}" in emit[-1]
-    assert "greedy: draft = argmax p" in anatomy_figure(trace, i).data[2].text[0]
+    assert "draft = argmax p" in anatomy_figure(trace, i).data[2].text[0]
 
 
 @pytest.mark.parametrize("stage", range(1, N_STAGES + 1))
