@@ -136,7 +136,7 @@ def _status(text: str, kind: str = "info") -> str:
 def _as_int(name: str, value: Any) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         raise gr.Error(f"{name} must be a whole number, got {value!r}")
-    if value != value or value != int(value):
+    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
         raise gr.Error(f"{name} must be a whole number, got {value!r}")
     return int(value)
 

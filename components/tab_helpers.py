@@ -30,7 +30,7 @@ COMPARE_PROMPTS = (
 def as_int(name: str, value: Any, lo: int, hi: int) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise gr.Error(f"{name} must be a whole number, got {value!r}")
-    if value != int(value):
+    if value in (float("inf"), float("-inf")) or value != int(value):
         raise gr.Error(f"{name} must be a whole number, got {value!r}")
     if not lo <= int(value) <= hi:
         raise gr.Error(f"{name} must be between {lo} and {hi}, got {int(value)}")

@@ -54,6 +54,7 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
 @pytest.mark.parametrize("kw, message", [
     ({"k": 0}, "K must be between 1 and 16"), ({"k": 17}, "K must be between 1 and 16"),
     ({"k": 2.5}, "K must be a whole number"), ({"k": "4"}, "K must be a whole number, got '4'"),
+    ({"k": float("inf")}, "K must be a whole number, got inf"), ({"seed": float("-inf")}, "seed must be a whole"),
     ({"temperature": -0.5}, "temperature must be between 0 (greedy) and 5"),
     ({"temperature": float("nan")}, "temperature must be a number, got nan"),
     ({"temperature": float("inf")}, "temperature must be between 0 (greedy) and 5"),

@@ -186,3 +186,16 @@ def test_lab_on_the_bundled_model_with_prompt_lookup(pool):
                                        20, 0, True, False, False, 2.0, False, progress=None)
     assert "20 of 20" in details and "20 runs drafted" in details
     assert "resample_from_p" in details and isinstance(fig, go.Figure)
+
+
+@pytest.mark.parametrize("value", [None, "3", True, 2.5, float("nan"), float("inf"), float("-inf")])
+def test_shared_conversions_name_the_setting(value):
+    from components.tab_helpers import as_float, as_int
+    with pytest.raises(gr.Error, match="K must be a whole number"):
+        as_int("K", value, 1, 16)
+    if not isinstance(value, float) or value != value:
+        with pytest.raises(gr.Error, match="c must be a number"):
+            as_float("c", value, 0.0, 1.0)
+    else:
+        with pytest.raises(gr.Error, match="c must be"):
+            as_float("c", value, 0.0, 1.0)
