@@ -5,8 +5,8 @@ context) and ``Viewer.wire_steps`` connects the controls to a tab's step handler
 functions are pure and return the values for ``Viewer.outputs()`` / ``Viewer.step_outputs()``.
 
 Playback is a ``gr.Timer`` per viewer: ▶ play starts it (from the first iteration when the last one is
-shown), every tick steps one iteration forward, the last iteration or ⏸ pause stops it; the slider
-scrubs at any time. The keyboard (``presenter.KEYBOARD_JS``) clicks these same buttons.
+shown), every tick steps one iteration forward (or, with "build the anatomy up", one step of the
+anatomy figure first, then the next iteration), the end or ⏸ pause stops it; the slider scrubs at any time. The keyboard (``presenter.KEYBOARD_JS``) clicks these same buttons.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import gradio as gr
 
 from specdec_core import Trace
 
-from .anatomy import anatomy_figure
+from .anatomy import N_STAGES, anatomy_figure
 from .figures import FIGURE_IDS, all_figures, pq_figure, residual_figure, resolve_index
 from .summary import summary_html
 from .tokens import tokens_html
@@ -54,6 +54,8 @@ class Viewer:
     pace: gr.Slider               # seconds per iteration during playback (and a slow-motion Live run)
     timer: gr.Timer
     playing: gr.State
+    build_up: gr.Checkbox         # playback shows the anatomy's steps one tick at a time
+    stage: gr.State               # the anatomy step shown during a build-up playback (1..N_STAGES)
 
     def outputs(self) -> list[Any]:
         """The order ``render_trace`` returns: tokens, the seven plots, summary, slider, anatomy."""
@@ -64,8 +66,8 @@ class Viewer:
         return [self.slider, self.tokens, self.plots["plot-pq"], self.plots["plot-residual"], self.anatomy]
 
     def playback_outputs(self) -> list[Any]:
-        """The order the playback handlers return after the step outputs: timer, play button, playing."""
-        return [self.timer, self.play, self.playing]
+        """The order the playback handlers return besides the step outputs: timer, play button, playing, stage."""
+        return [self.timer, self.play, self.playing, self.stage]
 
     def wire_steps(self, step: StepFn, state: Any, extra: Sequence[Any] = (),
                    outputs: Sequence[Any] | None = None) -> None:
@@ -79,10 +81,13 @@ class Viewer:
         self.slider.release(functools.partial(_step, step, 0), ins, outs, show_progress="hidden",
                             trigger_mode="always_last")
         play_outs = self.playback_outputs()
-        self.play.click(functools.partial(toggle_play, step, len(outs)), [self.playing, self.pace, *ins],
-                        [*play_outs, *outs], show_progress="hidden", queue=False)
-        self.timer.tick(functools.partial(play_tick, step, len(outs)), ins, [*outs, *play_outs], show_progress="hidden",
-                        trigger_mode="always_last", concurrency_limit=None)
+        at = outs.index(self.anatomy)
+        self.play.click(functools.partial(toggle_play, step, len(outs), at),
+                        [self.playing, self.pace, self.build_up, *ins], [*play_outs, *outs], show_progress="hidden",
+                        queue=False)
+        self.timer.tick(functools.partial(play_tick, step, len(outs), at), [self.build_up, self.stage, *ins],
+                        [*outs, *play_outs], show_progress="hidden", trigger_mode="always_last",
+                        concurrency_limit=None)
         self.pace.change(set_pace, [self.pace, self.playing], [self.timer], show_progress="hidden", queue=False)
 
 
@@ -108,9 +113,12 @@ def build_viewer(prefix: str = "", initial: Trace | None = None) -> Viewer:
         play = gr.Button(PLAY_LABEL, elem_id=f"{prefix}play", scale=0, min_width=120)
         pace = gr.Slider(PACE_MIN_S, PACE_MAX_S, value=PACE_DEFAULT_S, step=0.25, label="pace (seconds per iteration)",
                          elem_id=f"{prefix}pace", scale=2)
+        build_up = gr.Checkbox(False, label="build the anatomy up step by step", elem_id=f"{prefix}build-up",
+                               scale=1)
         gr.Markdown(KEYS_HINT, elem_id=f"{prefix}keys-hint", elem_classes=["sd-keys-hint"])
     timer = gr.Timer(PACE_DEFAULT_S, active=False)
     playing = gr.State(False)
+    stage = gr.State(N_STAGES)
     plots: dict[str, gr.Plot] = {}
 
     def plot(key: str) -> gr.Plot:
@@ -131,7 +139,8 @@ def build_viewer(prefix: str = "", initial: Trace | None = None) -> Viewer:
         plot("plot-outcomes")
         plot("plot-positions")
     plot("plot-theory")
-    return Viewer(tokens, prev, slider, nxt, plots, summary, first, last, anatomy, play, pace, timer, playing)
+    return Viewer(tokens, prev, slider, nxt, plots, summary, first, last, anatomy, play, pace, timer, playing,
+                  build_up, stage)
 
 
 def slider_props(trace: Trace | None, index: int | None) -> dict[str, Any]:
@@ -181,30 +190,54 @@ def _stopped() -> tuple:
     return gr.Timer(active=False), gr.Button(PLAY_LABEL), False
 
 
-def toggle_play(step: StepFn, n_outputs: int, playing: bool, pace: Any, trace_dict: dict | None,
-                value: float | None, *extra: Any) -> tuple:
-    """▶ / ⏸ (and Space): start or pause playback. Returns the playback outputs, then the step outputs
-    (the first iteration when playback starts from the last one, else left as they are)."""
+def _n_iterations(trace_dict: dict | None) -> int:
+    return len(trace_dict.get("iterations", [])) if isinstance(trace_dict, dict) else 0
+
+
+def toggle_play(step: StepFn, n_outputs: int, anatomy_at: int, playing: bool, pace: Any, build_up: bool,
+                trace_dict: dict | None, value: float | None, *extra: Any) -> tuple:
+    """▶ / ⏸ (and Space): start or pause playback. Returns the playback outputs (timer, button, playing,
+    stage), then the step outputs: the first iteration when playback starts from the last one (with the
+    anatomy at its first step when building up), else left as they are."""
     if playing:
-        return (*_stopped(), *[gr.skip()] * n_outputs)
-    n = len(trace_dict.get("iterations", [])) if isinstance(trace_dict, dict) else 0
+        return (*_stopped(), gr.skip(), *[gr.skip()] * n_outputs)
+    n = _n_iterations(trace_dict)
     if n < 2:
         raise gr.Error("Nothing to play back yet: run a prompt (or load a trace) with at least two iterations.")
     seconds = check_pace(pace)
-    at_end = value is None or int(round(value)) >= n
-    view = step(trace_dict, 1, -FAR, *extra) if at_end else (gr.skip(),) * n_outputs
-    return (gr.Timer(value=seconds, active=True), gr.Button(PAUSE_LABEL), True, *view)
+    stage = N_STAGES
+    view: list[Any] = [gr.skip()] * n_outputs
+    if value is None or int(round(value)) >= n:            # at the end: from the top
+        view = list(step(trace_dict, 1, -FAR, *extra))
+        if build_up:
+            stage = 1
+            view[anatomy_at] = anatomy_figure(parse_state(trace_dict), 0, stage)
+    return (gr.Timer(value=seconds, active=True), gr.Button(PAUSE_LABEL), True, stage, *view)
 
 
-def play_tick(step: StepFn, n_outputs: int, trace_dict: dict | None, value: float | None, *extra: Any) -> tuple:
-    """One playback tick: the step outputs for the next iteration, then the playback outputs (playback
-    stops on the last iteration, or at once when there is no trace)."""
-    n = len(trace_dict.get("iterations", [])) if isinstance(trace_dict, dict) else 0
+def play_tick(step: StepFn, n_outputs: int, anatomy_at: int, build_up: bool, stage: Any, trace_dict: dict | None,
+              value: float | None, *extra: Any) -> tuple:
+    """One playback tick: the next iteration (or, when building up, the anatomy's next step first). Returns
+    the step outputs, then the playback outputs; playback stops after the last iteration (its last step),
+    or at once when there is no trace."""
+    n = _n_iterations(trace_dict)
     if n == 0:
-        return (*[gr.skip()] * n_outputs, *_stopped())
-    view = step(trace_dict, value, 1, *extra)
-    current = int(round(value)) if value is not None else n
-    return (*view, *(_stopped() if current + 1 >= n else (gr.skip(),) * 3))
+        return (*[gr.skip()] * n_outputs, *_stopped(), N_STAGES)
+    current = target_index(value, 0, n)
+    stage = stage if isinstance(stage, int) and 1 <= stage <= N_STAGES else N_STAGES
+    if build_up and stage < N_STAGES:                       # the same iteration, one more step
+        stage += 1
+        view: list[Any] = [gr.skip()] * n_outputs
+        view[anatomy_at] = anatomy_figure(parse_state(trace_dict), current, stage)
+        done = current == n - 1 and stage == N_STAGES
+    else:
+        view = list(step(trace_dict, value, 1, *extra))
+        nxt = min(current + 1, n - 1)
+        if build_up and nxt != current:
+            stage = 1
+            view[anatomy_at] = anatomy_figure(parse_state(trace_dict), nxt, stage)
+        done = nxt == n - 1 and (not build_up or stage == N_STAGES)
+    return (*view, *(_stopped() if done else (gr.skip(),) * 3), stage)
 
 
 def set_pace(pace: Any, playing: bool) -> Any:

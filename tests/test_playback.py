@@ -91,19 +91,42 @@ def _n(trace_dict: dict) -> int:
     return len(trace_dict["iterations"])
 
 
+SKIP = type(gr.skip())
+AT = 4          # the anatomy's place in the step outputs (slider, tokens, plot-pq, plot-residual, anatomy)
+
+
 def test_play_from_the_last_iteration_rewinds_then_ticks_to_the_end_and_stops():
     d = _trace("ngram_extractive.json").to_dict()
     n = _n(d)
-    timer, button, playing, *view = toggle_play(step_view, 5, False, 0.5, d, n)
+    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, False, 0.5, False, d, n)
     assert timer.active is True and timer.value == 0.5 and button.value == PAUSE_LABEL and playing is True
-    assert view[0].value == 1 and anatomy_title(view[4]).startswith("Anatomy of iteration 1")
+    assert view[0].value == 1 and anatomy_title(view[AT]).startswith("Anatomy of iteration 1 — step 4")
     value = 1
     for _ in range(n - 2):                          # ticks in the middle keep the timer running
-        *view, timer, button, playing = play_tick(step_view, 5, d, value)
+        *view, timer, button, playing, stage = play_tick(step_view, 5, AT, False, stage, d, value)
         value = view[0].value
-        assert isinstance(timer, type(gr.skip())) and playing is not False
-    *view, timer, button, playing = play_tick(step_view, 5, d, value)
+        assert isinstance(timer, SKIP) and not isinstance(playing, bool)
+    *view, timer, button, playing, stage = play_tick(step_view, 5, AT, False, stage, d, value)
     assert view[0].value == n and timer.active is False and button.value == PLAY_LABEL and playing is False
+
+
+def test_build_up_playback_shows_each_step_of_the_anatomy_before_moving_on():
+    d = _trace("ngram_extractive.json").to_dict()
+    n = _n(d)
+    *_, stage, slider, _, _, _, anatomy = toggle_play(step_view, 5, AT, False, 1.0, True, d, n)
+    assert stage == 1 and slider.value == 1 and "step 1 of 4" in anatomy_title(anatomy)
+    seen, value = [], 1
+    while True:
+        *view, timer, button, playing, stage = play_tick(step_view, 5, AT, True, stage, d, value)
+        if not isinstance(view[0], SKIP):
+            value = view[0].value
+        seen.append((value, stage))
+        assert f"Anatomy of iteration {value} — step {stage} of 4" in anatomy_title(view[AT])
+        if playing is False:
+            break
+        assert len(seen) < 5 * n
+    assert seen[:4] == [(1, 2), (1, 3), (1, 4), (2, 1)] and seen[-1] == (n, 4)
+    assert len(seen) == 4 * n - 1                   # every step of every iteration, the first one shown by play
 
 
 def anatomy_title(fig) -> str:
@@ -112,9 +135,9 @@ def anatomy_title(fig) -> str:
 
 def test_play_in_the_middle_keeps_the_position_and_pause_stops():
     d = _trace("ngram_extractive.json").to_dict()
-    timer, button, playing, *view = toggle_play(step_view, 5, False, 1.0, d, 3)
-    assert playing is True and all(isinstance(v, type(gr.skip())) for v in view)
-    timer, button, playing, *view = toggle_play(step_view, 5, True, 1.0, d, 4)
+    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, False, 1.0, True, d, 3)
+    assert playing is True and stage == 4 and all(isinstance(v, SKIP) for v in view)
+    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, True, 1.0, False, d, 4)
     assert timer.active is False and button.value == PLAY_LABEL and playing is False
 
 
@@ -126,13 +149,13 @@ def test_bad_pace_is_refused_with_its_name(pace, message):
         check_pace(pace)
     d = _trace("ngram_extractive.json").to_dict()
     with pytest.raises(gr.Error, match=message):
-        toggle_play(step_view, 5, False, pace, d, 1)
+        toggle_play(step_view, 5, AT, False, pace, False, d, 1)
 
 
 def test_nothing_to_play_and_the_pace_slider():
     with pytest.raises(gr.Error, match="Nothing to play back"):
-        toggle_play(step_view, 5, False, 1.0, None, None)
-    *skips, timer, button, playing = play_tick(step_view, 5, None, None)
+        toggle_play(step_view, 5, AT, False, 1.0, False, None, None)
+    *skips, timer, button, playing, stage = play_tick(step_view, 5, AT, True, 2, None, None)
     assert len(skips) == 5 and timer.active is False and playing is False
     assert set_pace(2.5, True).value == 2.5 and set_pace(2.5, True).active is True
     assert set_pace(0.25, False).active is False
@@ -150,6 +173,7 @@ def test_a_viewer_built_with_a_trace_starts_drawn_with_one_iteration_slider():
         v = build_viewer("t-", initial=trace)
     sliders = [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
     assert sorted(s.elem_id for s in sliders) == ["t-iteration", "t-pace"]      # no stray slider
+    assert v.build_up.value is False and v.stage.value == N_STAGES
     assert v.slider.value == len(trace.iterations) and v.slider.interactive is True
     assert all(p.value is not None for p in v.plots.values()) and v.anatomy.value is not None
     assert "Press Run" not in v.tokens.value
