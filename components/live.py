@@ -8,6 +8,7 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 from __future__ import annotations
 
 import html
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import gradio as gr
 
 from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
+from specdec_core.trained_draft import trained_draft_for
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
@@ -28,7 +30,8 @@ from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state
 
 PAIR_NGRAM = "bundled|ngram"
 PAIR_SELF = "bundled|self"
-DEFAULT_PAIR = PAIR_NGRAM
+PAIR_TRAINED = "bundled|trained"
+DEFAULT_PAIR = PAIR_TRAINED   # shows the most: real p ≠ q, rejections, residuals
 UI_MAX_K = 16
 UI_MAX_NEW_TOKENS = 512
 UI_MAX_TEMPERATURE = 5.0
@@ -63,7 +66,8 @@ def new_control() -> dict:
 
 def pair_choices() -> list[tuple[str, str]]:
     """(label, key) for the pair selector: bundled + n-gram, bundled drafting for itself, hub presets."""
-    return ([("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
+    return ([("SmolLM2-135M + its trained draft", PAIR_TRAINED),
+             ("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
              ("SmolLM2-135M drafting for itself (pitfall: the draft costs as much as the target)", PAIR_SELF)]
             + [(f"{p.label} (Hugging Face Hub)", f"preset:{i}") for i, p in enumerate(PRESETS)])
 
@@ -79,7 +83,8 @@ class Pair:
         """A fresh drafter for one run (drafters keep per-run state such as a KV cache)."""
         if self.draft_model is None:
             return NGramDrafter()
-        return ModelDrafter(self.draft_model.model, name="self" if self.draft_model is self.target else "model")
+        return ModelDrafter(self.draft_model.model, name="self" if self.draft_model is self.target else (
+            "trained" if self.key == PAIR_TRAINED else "model"))
 
     def locks(self) -> list[LoadedModel]:
         """The models to lock for a run, each once, in a fixed order (no deadlock between two pairs)."""
@@ -93,6 +98,12 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
     if key == PAIR_NGRAM:
         t = pool.get("bundled")
         return Pair(key, t, None, {"target": t.label, "draft": "n-gram prompt lookup", "pair": key})
+    if key == PAIR_TRAINED:
+        t = pool.get("bundled")
+        draft = trained_draft_for(t.model)   # DraftFilesError (a RuntimeError) names the file and the fix
+        dm = LoadedModel("bundled|trained-draft", "trained draft", draft, t.tokenizer, threading.Lock())
+        return Pair(key, t, dm, {"target": t.label, "draft": "the trained draft (specdec_core/assets/smollm2_draft)",
+                                 "pair": key})
     if key == PAIR_SELF:
         t = pool.get("bundled")
         return Pair(key, t, t, {"target": t.label, "draft": f"{t.label} (the same model)", "pair": key})

@@ -27,7 +27,8 @@ KSWEEP_MAX_K = 12
 
 def draft_choices(pool: Any) -> list[tuple[str, str]]:
     """Drafts for the K sweep: prompt lookup, the target itself, and every other loaded model."""
-    return ([("prompt lookup (n-gram)", "ngram"), ("the target drafting for itself", "self")]
+    return ([("prompt lookup (n-gram)", "ngram"), ("the trained draft (bundled target)", "trained"),
+             ("the target drafting for itself", "self")]
             + [(k, k) for k in pool.loaded() if k != "bundled"])
 
 
@@ -37,10 +38,10 @@ def refresh_sweep_choices(pool: Any) -> tuple[Any, Any]:
 
 def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[LoadedModel]]:
     """The drafter for ``key`` and the extra model to lock while it runs (none for n-gram / self)."""
-    extra = [] if key in ("ngram", "self", target.key) else [get_model(pool, key)]
+    extra = [] if key in ("ngram", "self", "trained", target.key) else [get_model(pool, key)]
     try:
         return make_drafter(pool, target, key), extra
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:
         raise gr.Error(f"{key} cannot draft for {target.label}: {e}") from e
 
 
@@ -97,7 +98,7 @@ def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bo
         with locked(target, *extra):
             sw = k_sweep(target.model, draft, ids, cfg, list(range(1, k_max_ + 1)), target.tokenizer,
                          on_progress=reporter(progress, "runs (baseline, then K = 1…)"))
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:
         raise gr.Error(str(e)) from e
     headers, rows = ksweep_table(sw)
     return ksweep_figure(sw), gr.Dataframe(value=rows, headers=headers), ksweep_md(sw)

@@ -18,6 +18,8 @@ from specdec_core import InjectedBugs, NGramDrafter
 from specdec_core.lab import LabResult, LabSettings, run_exactness
 from specdec_core.toy import WORDS, make_toy_pair
 
+from specdec_core.trained_draft import trained_draft_for
+
 from .gpu import gpu_task
 from .lab_figures import exactness_figure
 from .tab_helpers import as_float, as_int, bind_pool, check_prompt, encode_for_model, get_model, locked, reporter
@@ -27,15 +29,17 @@ SETUP_CHOICES = [
     ("Toy 10-word pair: the draft disagrees with the target (instant)", "toy"),
     ("SmolLM2 (bundled) + prompt-lookup (n-gram) drafter", "ngram"),
     ("SmolLM2 (bundled) drafting for itself (q = p)", "self"),
+    ("SmolLM2 (bundled) + its trained draft (real p ≠ q)", "trained"),
 ]
 LAB_DEFAULTS = {   # setup -> (prompt, chat template, default N)
     "toy": ("the cat", False, 3000),
     "ngram": ("one, two, three, four, five. one, two, three,", False, 200),
     "self": ("one, two, three, four, five. one, two, three,", False, 120),
+    "trained": ("Tell me about the ocean.", True, 200),
 }
-LAB_MAX_RUNS = {"toy": 20_000, "ngram": 1_000, "self": 1_000}
-LAB_TIME_BUDGET_S = {"toy": 120.0, "ngram": 240.0, "self": 240.0}
-MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s"}   # measured on 2 shared CPU cores
+LAB_MAX_RUNS = {"toy": 20_000, "ngram": 1_000, "self": 1_000, "trained": 1_000}
+LAB_TIME_BUDGET_S = {"toy": 120.0, "ngram": 240.0, "self": 240.0, "trained": 240.0}
+MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s", "trained": "≈0.3 s"}   # measured on 2 shared CPU cores
 
 
 def lab_bugs(resample_from_p: bool, greedy_ratio: bool, mismatch: bool, draft_temperature: Any,
@@ -73,7 +77,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
                                temperature=as_float("temperature", temperature, 0.0, 5.0),
                                top_k=as_int("top-k", top_k, 0, 100_000), top_p=as_float("top-p", top_p, 0.01, 1.0),
                                n_runs=as_int("runs", n_runs, 1, LAB_MAX_RUNS[setup]), seed=as_int("seed", seed, 0, 2**31))
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:
         raise gr.Error(f"Bad setting: {e}") from e
     budget = LAB_TIME_BUDGET_S[setup]
     report = reporter(progress, f"sampling {settings.n_runs:,} runs")
@@ -90,11 +94,11 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
                 progress(0.0, desc="loading the bundled model")
             lm = get_model(pool, "bundled")
             ids = encode_for_model(lm, prompt, chat)
-            draft = NGramDrafter() if setup == "ngram" else lm.model
+            draft = {"ngram": NGramDrafter, "trained": lambda: trained_draft_for(lm.model)}.get(setup, lambda: lm.model)()
             with locked(lm):
                 result = run_exactness(lm.model, draft, ids, settings, setup, lm.tokenizer, bugs,
                                        on_progress=report, time_budget_s=budget)
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:
         raise gr.Error(str(e)) from e
     return exactness_figure(result), lab_verdict_md(result), lab_details_md(result)
 

@@ -7,8 +7,9 @@ from .engine import baseline_generate, speculative_generate, stream_baseline, st
 from .models import (PRESETS, LoadedModel, ModelPool, check_tokenizer_compat, encode_prompt, load_bundled_model,
                      load_model)
 from .trace import BaselineResult, Trace
+from .trained_draft import DraftFilesError, load_bundled_draft
 
 __all__ = ["SpecConfig", "speculative_generate", "baseline_generate", "stream_speculative", "stream_baseline",
            "NGramDrafter", "ModelDrafter", "Drafter", "DraftPolicy", "Proposal", "Trace", "BaselineResult",
            "load_bundled_model", "load_model", "check_tokenizer_compat", "encode_prompt", "PRESETS",
-           "InjectedBugs", "warm_up", "MAX_K", "MAX_NEW_TOKENS", "ModelPool", "LoadedModel"]
+           "InjectedBugs", "warm_up", "MAX_K", "MAX_NEW_TOKENS", "ModelPool", "LoadedModel", "load_bundled_draft", "DraftFilesError"]

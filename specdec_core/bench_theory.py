@@ -44,7 +44,13 @@ def _self_draft(target: torch.nn.Module) -> Any:
 
 # (name, factory): the drafters every theory section runs. A trained draft for the bundled target is
 # one more line, e.g. ("trained", lambda t: ModelDrafter(load_bundled_draft(t), name="trained")).
-DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_draft)]
+def _trained(target: torch.nn.Module) -> Any:
+    from .drafters import ModelDrafter
+    from .trained_draft import trained_draft_for
+    return ModelDrafter(trained_draft_for(target), name="trained")
+
+
+DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_draft), ("trained", _trained)]
 
 PREDICTION_GOALS = {"median_k": 0.10, "every_k": 0.20, "live": 0.10}
 POLICY_GOALS = {"vs_best_fixed": 0.95, "vs_heuristic": 1.05}
@@ -56,7 +62,7 @@ class TheorySettings:
     max_new_tokens: int = 64      # the Live tab's default
     repeats: int = 2
     live_k: int = 4               # the Live tab's default K
-    drafters: tuple[str, ...] = ("ngram", "self")
+    drafters: tuple[str, ...] = ("ngram", "self", "trained")
 
 
 def side_configs(ts: TheorySettings) -> dict[str, SpecConfig]:

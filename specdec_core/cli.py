@@ -15,7 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", required=True, help="the user prompt")
     ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
     ap.add_argument("--draft", default="ngram",
-                    help="'ngram' (default, prompt lookup), 'self' (the target drafts for itself), 'bundled', "
+                    help="'ngram' (default, prompt lookup), 'trained' (the project's trained draft for the bundled "
+                         "target), 'self' (the target drafts for itself), 'bundled', "
                          "a hub id or a local folder")
     ap.add_argument("--k", type=int, default=RECOMMENDED_K_CAP,
                     help=f"draft tokens per iteration, the maximum unless --k-policy fixed (1..{MAX_K}; "
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything
-        if key not in ("bundled", "ngram", "self"):
+        if key not in ("bundled", "ngram", "self", "trained"):
             validate_model_id(key)
     pool = ModelPool(allow_local=True, device=args.device)
     target = pool.get(args.target)

@@ -235,11 +235,16 @@ class ModelPool:
 
 def make_drafter(pool: ModelPool, target: LoadedModel, draft_key: str) -> Any:
     """A drafter for ``target``: "ngram" (prompt lookup), "self" (the target drafting for itself, the
-    classic pitfall: c = 1), or a model key for the pool ("bundled", a hub id, a folder). A model draft
+    classic pitfall: c = 1), "trained" (the project's trained draft; bundled target only), or a model key for the pool ("bundled", a hub id, a folder). A model draft
     must pass the tokenizer compatibility check."""
     from .drafters import ModelDrafter, NGramDrafter
     if draft_key == "ngram":
         return NGramDrafter()
+    if draft_key == "trained":
+        if target.key != "bundled":
+            raise ValueError("the trained draft is made for the bundled SmolLM2-135M-Instruct only")
+        from .trained_draft import trained_draft_for
+        return ModelDrafter(trained_draft_for(target.model), name="trained draft")
     if draft_key in ("self", target.key):
         return ModelDrafter(target.model, name=f"self ({target.label})")
     draft = pool.get(draft_key)

@@ -365,6 +365,12 @@ def pool_candidates(pool: ModelPool, target: LoadedModel, include_toy: bool = Tr
     check at work) the toy ten-word model, whose tokenizer cannot match a real one."""
     cands = [Candidate("prompt lookup (n-gram)", NGramDrafter()),
              Candidate("self (the target drafts for itself)", ModelDrafter(target.model, name="self"))]
+    if target.key == "bundled":
+        from .trained_draft import DraftFilesError, trained_draft_for
+        try:
+            cands.append(Candidate("the trained draft", ModelDrafter(trained_draft_for(target.model), name="trained")))
+        except DraftFilesError as e:
+            cands.append(Candidate("the trained draft", error=str(e)))
     for key in pool.loaded():
         if key == target.key:
             continue

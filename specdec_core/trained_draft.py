@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import weakref
 
 import torch
 
@@ -164,6 +165,16 @@ def load_bundled_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> torc
     draft.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
     draft.requires_grad_(False)
     return draft.eval()
+
+
+_LOADED: "weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module]" = weakref.WeakKeyDictionary()
+
+
+def trained_draft_for(target: torch.nn.Module) -> torch.nn.Module:
+    """``load_bundled_draft(target)``, loaded once per target object (the app and the tabs share it)."""
+    if target not in _LOADED:
+        _LOADED[target] = load_bundled_draft(target)
+    return _LOADED[target]
 
 
 def draft_card(folder: str = ASSET_DIR) -> dict | None:
