@@ -17,10 +17,12 @@ import gradio as gr
 
 from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
+from specdec_core.models import preset_size_gb
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
+from .limits import RunClock, RunLimits, acquire_in_turn
 from .summary import summary_html
 from .tokens import tokens_html
 from .viewer import (Viewer, build_viewer, export_trace, parse_state, render_iteration, render_trace, slider_update,
@@ -64,7 +66,8 @@ def pair_choices() -> list[tuple[str, str]]:
     """(label, key) for the pair selector: bundled + n-gram, bundled drafting for itself, hub presets."""
     return ([("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
              ("SmolLM2-135M drafting for itself (pitfall: the draft costs as much as the target)", PAIR_SELF)]
-            + [(f"{p.label} (Hugging Face Hub)", f"preset:{i}") for i, p in enumerate(PRESETS)])
+            + [(f"{p.label} (Hugging Face Hub, {preset_size_gb(p):.1f} GB of weights in fp32)", f"preset:{i}")
+               for i, p in enumerate(PRESETS)])
 
 
 @dataclass
@@ -229,17 +232,6 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
             _status(message))
 
 
-def _acquire(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
-    held: list[LoadedModel] = []
-    for m in models:
-        if not m.lock.acquire(timeout=timeout):
-            for h in reversed(held):
-                h.lock.release()
-            raise gr.Error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
-        held.append(m)
-    return held
-
-
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
              control: dict | None, *, frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
@@ -255,12 +247,12 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     ids = encode_for(pair, prompt, chat, cfg.max_new_tokens)
     control.update(new_control())
     tok = pair.target.tokenizer
-    models = pair.locks()
-    if any(m.lock.locked() for m in models):
-        yield (*[gr.skip()] * 12, _status("Waiting for another viewer's run on this model to finish…"))
-    held = _acquire(models, LOCK_WAIT_S)
+    limits = RunLimits.from_env()
+    held = yield from acquire_in_turn(pair.locks(), LOCK_WAIT_S, lambda msg: (*[gr.skip()] * 12, _status(msg)))
+    clock = RunClock(limits)                 # the run's time limit counts from here, not from the wait
     trace: Trace | None = None
     baseline_dropped = False
+    cut = ""                                 # the limit this run reached, if any
     pace = Pacer(frame_s, figure_s)
     try:
         stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
@@ -269,6 +261,9 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             for trace in stream:
                 if control["stop"] and not trace.finish_reason:
                     trace.finish_reason = "stopped"
+                    break
+                if not trace.finish_reason and (cut := clock.exceeded(trace.stats.new_tokens)):
+                    trace.finish_reason = "limit"     # cut here; the trace so far is kept
                     break
                 kind = pace()
                 if trace.finish_reason or not kind:
@@ -282,15 +277,16 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             stream.close()
         if trace is None:
             raise gr.Error("The engine produced no iteration.")
-        if with_baseline and not control["stop"]:
+        if with_baseline and not control["stop"] and not cut:
             yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…")
             pace = Pacer(frame_s, figure_s)
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
             try:
                 for base in base_stream:
-                    if control["stop"]:
+                    if control["stop"] or (clock.elapsed() >= limits.max_seconds):
                         trace.baseline = None    # an incomplete baseline would skew the comparison
                         baseline_dropped = True
+                        cut = "" if control["stop"] else clock.exceeded(0)
                         break
                     trace.baseline = base
                     kind = pace()
@@ -299,12 +295,19 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                                               full=kind == "full")
             finally:
                 base_stream.close()
-    except (RuntimeError, ValueError) as e:
-        raise gr.Error(f"Generation failed: {e}") from e
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
+        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+                       else f"Generation failed: {type(e).__name__}: {e}") from e
     finally:
         for m in reversed(held):
             m.lock.release()
-    if trace.finish_reason == "stopped":
+    if trace.finish_reason == "limit":
+        done = f"Stopped at the limit ({cut}): kept what was produced."
+    elif cut:
+        done = f"Stopped at the limit during the baseline ({cut}): kept the speculative run, dropped the baseline."
+    elif trace.finish_reason == "stopped":
         done = "Stopped: kept what was produced."
     elif baseline_dropped:
         done = "Stopped during the baseline: kept the speculative run, dropped the incomplete baseline."
@@ -387,7 +390,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     run_inputs = [current_pair, prompt, k, adaptive, temperature, top_k, top_p, max_new, seed, baseline, chat, control]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
-                  concurrency_id="live-run", show_progress="hidden")
+                  concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     stop_btn.click(stop_live, inputs=[control], outputs=[status], queue=False)
     step_out = viewer.step_outputs()
     viewer.prev.click(lambda d, v, c: step_live(d, v, -1, c), inputs=[ctx.latest_trace, viewer.slider, control],

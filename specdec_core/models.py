@@ -304,27 +304,49 @@ class FairLock:
         self._queue: list[object] = []
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        import time
-        me = object()
+        ticket = self.join()
+        ok = False
+        try:
+            ok = self.take(ticket, timeout if blocking else 0)
+            return ok
+        finally:
+            if not ok:
+                self.leave(ticket)
+
+    def join(self) -> object:
+        """Take a place at the end of the line; then ``take`` (repeatedly, with a timeout) or ``leave``."""
+        ticket = object()
         with self._cond:
-            if not self._held and not self._queue:
-                self._held = True
-                return True
-            if not blocking:
-                return False
-            self._queue.append(me)
-            deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-            try:
-                while self._held or self._queue[0] is not me:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        return False
-                    self._cond.wait(left)
-                self._held = True
-                return True
-            finally:
-                self._queue.remove(me)
+            self._queue.append(ticket)
+        return ticket
+
+    def take(self, ticket: object, timeout: float | None = None) -> bool:
+        """Acquire once ``ticket`` is first in line and the lock is free; False after ``timeout`` seconds
+        (the ticket keeps its place). None or a negative timeout waits for as long as it takes."""
+        import time
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        with self._cond:
+            while self._held or self._queue[0] is not ticket:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._held = True
+            self._queue.pop(0)
+            self._cond.notify_all()
+            return True
+
+    def leave(self, ticket: object) -> None:
+        """Give up a place in line (a cancelled wait)."""
+        with self._cond:
+            if ticket in self._queue:
+                self._queue.remove(ticket)
                 self._cond.notify_all()
+
+    def position(self, ticket: object) -> int:
+        """0 = next in line."""
+        with self._cond:
+            return self._queue.index(ticket) if ticket in self._queue else 0
 
     def release(self) -> None:
         with self._cond:
