@@ -8,6 +8,7 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 from __future__ import annotations
 
 import html
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -98,7 +99,7 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
     if key == PAIR_SELF:
         t = pool.get("bundled")
         return Pair(key, t, t, {"target": t.label, "draft": f"{t.label} (the same model)", "pair": key})
-    if key.startswith("preset:") and key[7:].isdigit() and int(key[7:]) < len(PRESETS):
+    if isinstance(key, str) and key.startswith("preset:") and key[7:].isdigit() and int(key[7:]) < len(PRESETS):
         preset = PRESETS[int(key[7:])]
         t = pool.get(preset.target)
         d = pool.get(preset.draft)
@@ -107,10 +108,12 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
         except ValueError as e:
             raise ValueError(f"{preset.label}: the draft and target tokenizers differ ({e})") from e
         return Pair(key, t, d, {"target": t.label, "draft": d.label, "pair": key})
-    raise ValueError(f"unknown model pair {key!r}")
+    raise ValueError(f"unknown model pair {key!r:.80}")
 
 
 def pair_label(key: str) -> str:
+    if not isinstance(key, str):
+        return f"{key!r:.80}"
     return dict((v, k) for k, v in pair_choices()).get(key, key)
 
 
@@ -137,9 +140,9 @@ def _status(text: str, kind: str = "info") -> str:
 
 def _as_int(name: str, value: Any) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
-    if value != value or value != int(value):
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
+    if isinstance(value, float) and not math.isfinite(value) or value != int(value):
+        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
     return int(value)
 
 
@@ -153,9 +156,11 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
         raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_}")
     if temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise gr.Error(f"temperature must be a number, got {temperature!r}")
+        raise gr.Error(f"temperature must be a number, got {temperature!r:.80}")
+    if not math.isfinite(temperature):
+        raise gr.Error(f"temperature must be a finite number, got {temperature!r:.80}")
     if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
-        raise gr.Error(f"top-p must be a number, got {top_p!r}")
+        raise gr.Error(f"top-p must be a number, got {top_p!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
@@ -164,8 +169,14 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
 
 
 def encode_for(pair: Pair, prompt: Any, chat: bool, max_new_tokens: int) -> list[int]:
+    if prompt is not None and not isinstance(prompt, str):
+        raise gr.Error(f"The prompt must be text, got {type(prompt).__name__}.")
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("The prompt is empty: type something (or pick an example).")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise gr.Error(f"The prompt is not valid text: character {e.start} is a lone surrogate.") from e
     if len(prompt) > MAX_PROMPT_CHARS:
         raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
     try:

@@ -4,6 +4,7 @@ figures and the summary. ``build_viewer`` lays the components out (inside a Bloc
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -102,6 +103,8 @@ def target_index(value: float | None, delta: int, n: int) -> int | None:
     """The 0-based iteration after moving ``delta`` from slider position ``value`` (1-based), clamped."""
     if n == 0:
         return None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        raise gr.Error(f"The iteration must be a number between 1 and {n}, got {value!r:.80}")
     current = int(round(value)) - 1 if value is not None else n - 1
     return min(max(current + delta, 0), n - 1)
 
