@@ -58,8 +58,8 @@ def run_palettes(rng: random.Random) -> dict[str, list[tuple[Any, bool]]]:
         "pair": _bad(None, 5, "", "preset:99", "preset:-1", "preset:1e3", "../../etc/passwd", "bundled|ngram\x00",
                      ["bundled|ngram"], {"pair": 1}, "bundled|" + "x" * 5000, "preset:0", "preset:2")
                 + _odd("bundled|self"),
-        "prompt": _bad(None, 123, 4.5, "", "   \n\t ", [], {"text": "hi"}, "a" * 20_001, "word " * 4000, b"bytes")
-                  + _odd(_control_prompt(rng), "\x00\x01\x02 zero bytes", "\u202eright-to-left override",
+        "prompt": _bad(None, 123, 4.5, "", "   \n\t ", [], {"text": "hi"}, "a" * 20_001, b"bytes")
+                  + _odd("word " * 4000, _control_prompt(rng), "\x00\x01\x02 zero bytes", "\u202eright-to-left override",
                          "emoji 🚀" * 20, "{" * 2000, "\ud800 lone surrogate", "\r\n" * 50 + "x", "Ω" * 300),
         "k": ints + _bad(0, -3, 17, 65, 1e9) + _odd(1, 16, 3.0),
         "temperature": _bad(*_NOT_NUMBERS, NAN, INF, -INF, -0.01, -1e308, True) + _odd(0.0, 2.0, 1e-9, 1, 5.0, 1e308),

@@ -31,9 +31,10 @@ def test_small_load(app):
     assert report.export_files == 0                      # /generate leaves no files behind
 
 
-def _json_safe(value):
+def _json_safe(value) -> bool:
+    """What gradio_client can send: strict JSON (no NaN/inf, no bytes) encodable as UTF-8."""
     try:
-        json.dumps(value, allow_nan=True)
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
         return True
     except (TypeError, ValueError):
         return False
