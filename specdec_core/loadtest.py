@@ -59,6 +59,7 @@ class Report:
     wall_s: float = 0.0
     rss_before_mb: float = 0.0
     rss_after_mb: float = 0.0
+    rss_waves_mb: list[float] = field(default_factory=list)   # after each wave of the load
     export_files: int = 0
     cache_files: int = 0
     sessions_served: int = 0
@@ -72,15 +73,22 @@ class Report:
         lat = sorted(self.latencies_s) or [0.0]
         p = lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]  # noqa: E731
         growth = (self.rss_after_mb / self.rss_before_mb - 1) * 100 if self.rss_before_mb else 0.0
+        solo = statistics.fmean(self.solo_s.values()) if self.solo_s else 0.0
+        waves = self.rss_waves_mb
+        later = (f"; after each wave: {', '.join(f'{x:.0f}' for x in waves)} MB (growth from the first wave's end: "
+                 f"{(waves[-1] / waves[0] - 1) * 100:+.1f} %)" if len(waves) > 1 else "")
         lines = [
             f"sessions: {self.sessions} (served: {self.sessions_served})",
             f"requests: {self.requests} ({self.generate_requests} Live runs via /generate), wall {self.wall_s:.1f} s",
             f"errors (unexpected): {len(self.errors)}; expected refusals: {self.refusals}; cancelled jobs: {self.cancelled}",
-            f"/generate latency: p50 {p(0.5):.2f} s, p95 {p(0.95):.2f} s, max {lat[-1]:.2f} s "
-            f"(solo mean {statistics.fmean(self.solo_s.values()) if self.solo_s else 0:.2f} s; serialized lower "
-            f"bound for {self.generate_requests} runs: {self.serialized_lower_bound_s:.1f} s)",
+            f"/generate latency: p50 {p(0.5):.2f} s, p95 {p(0.95):.2f} s, max {lat[-1]:.2f} s; solo {solo:.2f} s, "
+            f"so with every session asking at once the serialized lower bound is sessions × solo = "
+            f"{self.sessions * solo:.1f} s",
+            f"all {self.generate_requests} Live runs one after another would take ≥ {self.serialized_lower_bound_s:.1f} s; "
+            f"the load took {self.wall_s:.1f} s",
             f"cross-talk (traces differing from the solo run, same seed): {len(self.mismatches)}",
-            f"app RSS: {self.rss_before_mb:.0f} MB before, {self.rss_after_mb:.0f} MB after ({growth:+.1f} %)",
+            f"app RSS: {self.rss_before_mb:.0f} MB before (warm, after the solo runs), {self.rss_after_mb:.0f} MB "
+            f"after ({growth:+.1f} %){later}",
             f"files left: {self.export_files} in the export folder, {self.cache_files} in Gradio's cache",
         ]
         lines += [f"  error: {e}" for e in self.errors[:10]] + [f"  mismatch: {m}" for m in self.mismatches[:10]]
@@ -290,23 +298,28 @@ def solo_runs(url: str, tokens: int, report: Report) -> dict[int, tuple]:
     return reference
 
 
-def run_load(app: AppProcess, sessions: int, runs: int, tokens: int) -> Report:
+def run_load(app: AppProcess, sessions: int, runs: int, tokens: int, waves: int = 1) -> Report:
+    """Solo reference runs, then ``waves`` times: ``sessions`` simultaneous sessions of ``runs`` runs each
+    (sessions_served counts the last wave's sessions), then one more solo run to compare."""
     report = Report(sessions=sessions)
     reference = solo_runs(app.url, tokens, report)
     report.rss_before_mb = rss_mb(app.proc.pid)
     lock = threading.Lock()
-    start = threading.Barrier(sessions + 1)
-    threads = [threading.Thread(target=run_session, args=(app.url, i, runs, tokens, start, reference, report, lock),
-                                daemon=True) for i in range(sessions)]
-    for t in threads:
-        t.start()
-    start.wait(timeout=600)
-    t0 = time.monotonic()
-    for t in threads:
-        t.join(timeout=3600)
-    report.wall_s = time.monotonic() - t0
-    if any(t.is_alive() for t in threads):
-        report.errors.append("some sessions did not finish within an hour")
+    for _ in range(waves):
+        report.sessions_served = 0
+        start = threading.Barrier(sessions + 1)
+        threads = [threading.Thread(target=run_session, args=(app.url, i, runs, tokens, start, reference, report,
+                                                              lock), daemon=True) for i in range(sessions)]
+        for t in threads:
+            t.start()
+        start.wait(timeout=600)
+        t0 = time.monotonic()
+        for t in threads:
+            t.join(timeout=3600)
+        report.wall_s += time.monotonic() - t0
+        if any(t.is_alive() for t in threads):
+            report.errors.append("some sessions did not finish within an hour")
+        report.rss_waves_mb.append(rss_mb(app.proc.pid))
     # after the load: the app still serves a solo run identical to the reference
     c = client(app.url)
     trace, _ = c.predict(**generate_args(SETTINGS[0], tokens), api_name="/generate")
@@ -324,17 +337,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=6, help="simultaneous sessions (default 6)")
     ap.add_argument("--runs", type=int, default=1, help="Live runs per session (default 1)")
     ap.add_argument("--tokens", type=int, default=8, help="max new tokens per Live run (default 8)")
+    ap.add_argument("--waves", type=int, default=1, help="repeat the whole load this many times (default 1): "
+                    "RSS after each wave tells warm-up from a leak")
     ap.add_argument("--json", help="also write the report here as JSON")
     args = ap.parse_args(argv)
-    for name in ("sessions", "runs", "tokens"):
+    for name in ("sessions", "runs", "tokens", "waves"):
         if not 1 <= getattr(args, name) <= (512 if name == "tokens" else 256):
             print(f"--{name} must be between 1 and {512 if name == 'tokens' else 256}", file=sys.stderr)
             return 2
-    print(f"starting the app on 127.0.0.1 (bundled model), then {args.sessions} sessions × {args.runs} runs "
-          f"of ≤ {args.tokens} tokens; machine: {os.cpu_count()} CPUs, load average "
+    print(f"starting the app on 127.0.0.1 (bundled model), then {args.waves} wave(s) of {args.sessions} sessions × "
+          f"{args.runs} runs of ≤ {args.tokens} tokens; machine: {os.cpu_count()} CPUs, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     with start_app() as app:
-        report = run_load(app, args.sessions, args.runs, args.tokens)
+        report = run_load(app, args.sessions, args.runs, args.tokens, args.waves)
     print(report.summary())
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.json:
