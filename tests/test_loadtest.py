@@ -19,6 +19,11 @@ API_FIELDS = {"with_baseline": "baseline"}      # run_cases field -> /generate p
 @pytest.fixture(scope="module")
 def app():
     with start_app() as a:
+        c = client(a.url)
+        names = set(c.view_api(print_info=False, return_format="dict")["named_endpoints"])
+        c.close()
+        if not {"/generate", "/validate_trace"} <= names:
+            pytest.skip(f"the app has no /generate and /validate_trace endpoints (issue 10) yet: {sorted(names)[:5]}")
         yield a
 
 
