@@ -18,7 +18,6 @@ import gradio as gr
 
 from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
-from specdec_core.models import preset_size_gb
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
@@ -67,8 +66,7 @@ def pair_choices() -> list[tuple[str, str]]:
     """(label, key) for the pair selector: bundled + n-gram, bundled drafting for itself, hub presets."""
     return ([("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
              ("SmolLM2-135M drafting for itself (pitfall: the draft costs as much as the target)", PAIR_SELF)]
-            + [(f"{p.label} (Hugging Face Hub, {preset_size_gb(p):.1f} GB of weights in fp32)", f"preset:{i}")
-               for i, p in enumerate(PRESETS)])
+            + [(f"{p.label} (Hugging Face Hub)", f"preset:{i}") for i, p in enumerate(PRESETS)])
 
 
 @dataclass
