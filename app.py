@@ -2,7 +2,8 @@
 
     python app.py            # serves on http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT honoured)
 
-``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs) and wires their events;
+``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs), wires their events and adds
+the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
 ``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
 Nothing is loaded at import time.
 """
@@ -14,10 +15,12 @@ from collections.abc import Mapping
 
 import gradio as gr
 
+from components.api import add_api, finish_api
 from components.context import AppContext
 from components.gpu import enable_zerogpu
 from components.lab_tabs import add_teaching_tabs
 from components.live import build_live_tab
+from components.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
 from components.replay import MAX_BYTES, build_replay_tab
 from components.tokens import CSS as TOKENS_CSS
 from specdec_core import ModelPool, warm_up
@@ -31,7 +34,7 @@ INTRO = (f"# {TITLE}\n"
          "accepted token is a target forward saved, with the output distribution unchanged. "
          "Notation: **p** = target, **q** = draft; a draft is accepted iff u < α = min(1, p/q), and on the "
          "first rejection the replacement is drawn from norm(max(0, p − q)).")
-PAGE_CSS = TOKENS_CSS + """
+PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + """
 .sd-summary table { border-collapse: collapse; width: 100%; font-size: 15px; }
 .sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
 .sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
@@ -42,7 +45,11 @@ PAGE_CSS = TOKENS_CSS + """
 def build_demo(pool: ModelPool) -> gr.Blocks:
     """The whole app. Per-session state lives in gr.State values; ``pool`` is shared (one lock per model)."""
     with gr.Blocks(title=TITLE, delete_cache=(3600, 7200)) as demo:
-        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=5):
+                gr.Markdown(INTRO)
+            with gr.Column(scale=1, min_width=220):
+                presenter = build_presenter_toggle()
         ctx = AppContext(pool=pool, latest_trace=gr.State(None))
         with gr.Tabs():
             with gr.Tab("Live", id="live"):
@@ -50,6 +57,9 @@ def build_demo(pool: ModelPool) -> gr.Blocks:
             with gr.Tab("Replay", id="replay"):
                 build_replay_tab()
             add_teaching_tabs(ctx)
+        add_api(pool)
+        wire_presenter(demo, presenter, ctx.fold_in_presenter)
+    finish_api(demo)                   # the API page lists /generate and /validate_trace only
     return demo
 
 
@@ -85,7 +95,7 @@ def main() -> None:
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                css=PAGE_CSS, max_file_size=MAX_BYTES, ssr_mode=False, show_error=False)
+                css=PAGE_CSS, js=KEYBOARD_JS, max_file_size=MAX_BYTES, ssr_mode=False, show_error=False)
 
 
 if __name__ == "__main__":

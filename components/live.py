@@ -25,14 +25,15 @@ from .gpu import gpu_task
 from .limits import RunClock, RunLimits, acquire_in_turn
 from .summary import summary_html
 from .tokens import tokens_html
-from .viewer import (Viewer, build_viewer, export_trace, parse_state, render_iteration, render_trace, slider_update,
-                     target_index)
+from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration, render_trace,
+                     slider_update, target_index)
 
 PAIR_NGRAM = "bundled|ngram"
 PAIR_SELF = "bundled|self"
 DEFAULT_PAIR = PAIR_NGRAM
 UI_MAX_K = 16
 UI_MAX_NEW_TOKENS = 512
+UI_MAX_TEMPERATURE = 5.0
 MAX_PROMPT_CHARS = 20_000
 LOCK_WAIT_S = 300.0
 
@@ -150,15 +151,22 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
-        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_}")
+        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
-        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_}")
-    if temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_!r:.80}")
+    if (temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+            or temperature != temperature):
         raise gr.Error(f"temperature must be a number, got {temperature!r:.80}")
-    if not math.isfinite(temperature):
-        raise gr.Error(f"temperature must be a finite number, got {temperature!r:.80}")
-    if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)):
+    if not 0 <= temperature <= UI_MAX_TEMPERATURE:
+        raise gr.Error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature!r:.80}")
+    if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or top_p != top_p:
         raise gr.Error(f"top-p must be a number, got {top_p!r:.80}")
+    if not 0 < top_p <= 1:
+        raise gr.Error(f"top-p must be in (0, 1] (1 = off), got {top_p!r:.80}")
+    if top_k_ < 0:
+        raise gr.Error(f"top-k must be 0 (off) or more, got {top_k_!r:.80}")
+    if seed_ < 0 or seed_ >= 2**63:
+        raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
@@ -196,6 +204,7 @@ def _selected(control: dict, trace: Trace) -> int | None:
     return resolve_index(trace, control["selected"])
 
 
+N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4    # Viewer.outputs(): tokens, the figures, summary, slider, anatomy
 FRAME_S = 0.25     # token stream, summary and status: at most four updates a second
 FIGURE_S = 1.0     # the seven figures: at most one update a second (always the first and the last frame)
 
@@ -229,7 +238,7 @@ def _live_frame(trace: Trace, control: dict, message: str, download: Any = None,
     if full:
         view = render_trace(trace, i, "")
     else:
-        view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i))
+        view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i), skip)
     return (*view, trace.to_dict(), download if download is not None else skip, _status(message))
 
 
@@ -237,18 +246,41 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
     """While the baseline streams only the timing views change: timeline, race (full updates), summary."""
     skip = gr.skip()
     figs = (timeline_figure(trace), race_figure(trace)) if full else (skip, skip)
-    return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, trace.to_dict(), skip,
+    return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, skip, trace.to_dict(), skip,
             _status(message))
+
+
+def acquire_locks(models: list[LoadedModel], timeout: float) -> list[LoadedModel]:
+    """Take each model's lock (in the given order) or raise a gr.Error saying it is busy; returns them held."""
+    held: list[LoadedModel] = []
+    for m in models:
+        if not m.lock.acquire(timeout=timeout):
+            for h in reversed(held):
+                h.lock.release()
+            raise gr.Error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
+        held.append(m)
+    return held
+
+
+def _hold(seconds: float, control: dict) -> None:
+    """Slow motion: wait ``seconds`` (the engine does not count it), waking early when Stop is pressed."""
+    end = time.monotonic() + seconds
+    while seconds and not control["stop"] and time.monotonic() < end:
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
 
 
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
-             control: dict | None, *, frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
+             control: dict | None, slow_motion: bool = False, pace: Any = None, *, frame_s: float = FRAME_S,
+             figure_s: float = FIGURE_S) -> Iterator[tuple]:
     """Run speculative decoding (then, if asked, the baseline) and stream page updates as iterations (and
-    baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after every single step). Outputs:
-    viewer outputs, trace state, download, status. The time spent rendering is not counted by the engine."""
+    baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after every single step). With
+    ``slow_motion`` every iteration is drawn in full and held for ``pace`` seconds before the next one is
+    generated. Outputs: viewer outputs, trace state, download, status. The time spent rendering (and
+    waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, adaptive_k)
+    hold_s = check_pace(pace) if slow_motion else 0.0
     try:
         pair = resolve_pair(pool, pair_key)
     except (ValueError, RuntimeError) as e:
@@ -257,12 +289,13 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     control.update(new_control())
     tok = pair.target.tokenizer
     limits = RunLimits.from_env()
-    held = yield from acquire_in_turn(pair.locks(), LOCK_WAIT_S, lambda msg: (*[gr.skip()] * 12, _status(msg)))
+    held = yield from acquire_in_turn(pair.locks(), LOCK_WAIT_S,
+                                      lambda msg: (*[gr.skip()] * (N_VIEW_OUTPUTS + 2), _status(msg)))
     clock = RunClock(limits)                 # the run's time limit counts from here, not from the wait
     trace: Trace | None = None
     baseline_dropped = False
     cut = ""                                 # the limit this run reached, if any
-    pace = Pacer(frame_s, figure_s)
+    pacer = Pacer(frame_s, figure_s)
     try:
         stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
                                     meta=pair.meta)
@@ -274,21 +307,22 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                 if not trace.finish_reason and (cut := clock.exceeded(trace.stats.new_tokens)):
                     trace.finish_reason = "limit"     # cut here; the trace so far is kept
                     break
-                kind = pace()
+                kind = "full" if hold_s else pacer()
                 if trace.finish_reason or not kind:
                     continue                        # the last iteration is drawn by the final frame
                 first = len(trace.iterations) == 1     # a new run: the previous export goes away
-                yield _live_frame(trace, control, f"Speculative decoding: iteration {len(trace.iterations)}, "
-                                                  f"{trace.stats.new_tokens} tokens…",
+                yield _live_frame(trace, control, f"Speculative decoding{' (slow motion)' if hold_s else ''}: "
+                                                  f"iteration {len(trace.iterations)}, {trace.stats.new_tokens} tokens…",
                                   gr.DownloadButton(value=None, interactive=False) if first else None,
                                   full=kind == "full")
+                _hold(hold_s, control)
         finally:
             stream.close()
         if trace is None:
             raise gr.Error("The engine produced no iteration.")
         if with_baseline and not control["stop"] and not cut:
             yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…")
-            pace = Pacer(frame_s, figure_s)
+            pacer = Pacer(frame_s, figure_s)
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
             try:
                 for base in base_stream:
@@ -298,7 +332,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                         cut = "" if control["stop"] else clock.exceeded(0)
                         break
                     trace.baseline = base
-                    kind = pace()
+                    kind = pacer()
                     if kind:
                         yield _baseline_frame(trace, f"Baseline (target only): {len(base.new_token_ids)} tokens…",
                                               full=kind == "full")
@@ -374,7 +408,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
             pair = gr.Dropdown(choices=pair_choices(), value=DEFAULT_PAIR, label="target ← draft pair",
                                elem_id="pair", interactive=True)
             pair_status = gr.HTML(_status("Ready: the bundled model, offline."), elem_id="pair-status")
-    with gr.Accordion("settings", open=True):
+    with gr.Accordion("settings", open=True, elem_id="live-settings") as settings:
         with gr.Row():
             k = gr.Slider(1, UI_MAX_K, value=4, step=1, label="K (drafts per iteration)", elem_id="k")
             adaptive = gr.Checkbox(value=False, label="adaptive K (K is the cap)", elem_id="adaptive")
@@ -390,26 +424,24 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+        slow = gr.Checkbox(value=False, label="slow motion (one iteration per playback pace)", elem_id="slow",
+                           scale=1)
         download = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False, elem_id="export", scale=1)
+    ctx.fold_in_presenter.append(settings)
     status = gr.HTML(_status("Press Run."), elem_id="status")
     viewer = build_viewer("")
 
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
-    run_inputs = [current_pair, prompt, k, adaptive, temperature, top_k, top_p, max_new, seed, baseline, chat, control]
+    run_inputs = [current_pair, prompt, k, adaptive, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
+                  slow, viewer.pace]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     stop_btn.click(stop_live, inputs=[control], outputs=[status], queue=False)
-    step_out = viewer.step_outputs()
-    viewer.prev.click(lambda d, v, c: step_live(d, v, -1, c), inputs=[ctx.latest_trace, viewer.slider, control],
-                      outputs=step_out, show_progress="hidden")
-    viewer.next.click(lambda d, v, c: step_live(d, v, 1, c), inputs=[ctx.latest_trace, viewer.slider, control],
-                      outputs=step_out, show_progress="hidden")
-    viewer.slider.release(lambda d, v, c: step_live(d, v, 0, c), inputs=[ctx.latest_trace, viewer.slider, control],
-                          outputs=step_out, show_progress="hidden", trigger_mode="always_last")
+    viewer.wire_steps(step_live, ctx.latest_trace, extra=[control])
     return viewer
 
 
 __all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "resolve_pair", "make_config",
-           "pair_choices", "new_control", "Pair"]
+           "pair_choices", "new_control", "Pair", "acquire_locks", "encode_for"]

@@ -81,12 +81,16 @@ def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
     return read_trace_file(folder / name)
 
 
+def _loaded_text(trace: Trace, source: str) -> str:
+    cfg = trace.config
+    return (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations · "
+            f"target {cfg.get('target', '?')} · draft {cfg.get('draft', cfg.get('drafter'))} · "
+            "step through it, or press ▶ play")
+
+
 def _show(trace: Trace, source: str) -> tuple:
     view = render_trace(trace, len(trace.iterations) - 1 if trace.iterations else None)
-    cfg = trace.config
-    info = (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations · "
-            f"target {cfg.get('target', '?')} · draft {cfg.get('draft', cfg.get('drafter'))}")
-    return (*view, trace.to_dict(), _note(info))
+    return (*view, trace.to_dict(), _note(_loaded_text(trace, source)))
 
 
 def _note(text: str) -> str:
@@ -112,9 +116,22 @@ def replay_example(name: str, folder: Path = EXAMPLES_DIR) -> tuple:
     return _show(trace, f"example “{name}”")
 
 
+def first_example(folder: Path = EXAMPLES_DIR) -> tuple[Trace, str] | None:
+    """The first shipped example (the one the tab opens with) and its file name, or None when there is none
+    that loads."""
+    for ex in list_examples(folder):
+        try:
+            return load_example(ex.name, folder), ex.name
+        except ValueError:
+            continue
+    return None
+
+
 def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
-    """The Replay tab's components and events (call inside ``gr.Tab``)."""
-    state = gr.State(None)
+    """The Replay tab's components and events (call inside ``gr.Tab``). It opens with the first example
+    loaded, so there is never a grid of empty figures."""
+    opening = first_example(folder)
+    state = gr.State(opening[0].to_dict() if opening else None)
     gr.Markdown("Replay a recorded trace — an export from the Live tab or one of the examples — "
                 "with no model loaded. Files are checked before they are shown (JSON, ≤ 5 MB, valid trace).")
     with gr.Row():
@@ -124,21 +141,16 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
             gr.Markdown("**examples** (recorded from the bundled model, each with a same-run baseline)")
             buttons = [(gr.Button(ex.title, elem_id=f"example-{i}", size="sm"), ex.name)
                        for i, ex in enumerate(list_examples(folder))]
-    note = gr.HTML(_note("No trace loaded."), elem_id="replay-note")
-    viewer = build_viewer("replay-")
+    note = gr.HTML(_note(_loaded_text(opening[0], f"example “{opening[1]}”") if opening else
+                         "No trace loaded: upload one (the examples folder is empty)."), elem_id="replay-note")
+    viewer = build_viewer("replay-", initial=opening[0] if opening else None)
     outputs = [*viewer.outputs(), state, note]
     upload.upload(replay_upload, inputs=[upload], outputs=outputs)
     for button, name in buttons:
         button.click(lambda n=name: replay_example(n, folder), inputs=None, outputs=outputs)
-    step_out = viewer.step_outputs()
-    viewer.prev.click(lambda d, v: step_view(d, v, -1), inputs=[state, viewer.slider], outputs=step_out,
-                      show_progress="hidden")
-    viewer.next.click(lambda d, v: step_view(d, v, 1), inputs=[state, viewer.slider], outputs=step_out,
-                      show_progress="hidden")
-    viewer.slider.release(lambda d, v: step_view(d, v, 0), inputs=[state, viewer.slider], outputs=step_out,
-                          show_progress="hidden", trigger_mode="always_last")
+    viewer.wire_steps(step_view, state)
     return viewer
 
 
-__all__ = ["read_trace_file", "list_examples", "load_example", "replay_upload", "replay_example",
+__all__ = ["read_trace_file", "list_examples", "load_example", "first_example", "replay_upload", "replay_example",
            "build_replay_tab", "MAX_BYTES", "Example"]

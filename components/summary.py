@@ -65,3 +65,25 @@ def summary_html(trace: Trace | None) -> str:
     return (f'<div class="sd-summary"><p class="sd-label">{label}</p>'
             f'<table><thead><tr><th></th><th>speculative</th><th>baseline (target only)</th></tr></thead>'
             f"<tbody>{body}</tbody></table>{note_html}</div>")
+
+
+def summary_line(trace: Trace) -> str:
+    """The run in one line of plain text (for the API and logs): tokens, iterations, acceptance, speed,
+    the measured speedup and baseline agreement when there is a baseline, and what ran where."""
+    st, b, cfg = trace.stats, trace.baseline, trace.config
+    k = f"K={cfg.get('k')}{' adaptive' if cfg.get('adaptive_k') else ''}"
+    parts = [f"{st.new_tokens} new tokens in {st.iterations} iterations "
+             f"({FINISH.get(trace.finish_reason, trace.finish_reason) or 'unfinished'})",
+             f"acceptance {st.acceptance_rate:.1%} ({st.accepted}/{st.drafted})",
+             f"{st.mean_tokens_per_iteration:.2f} tokens/iteration", f"{st.tokens_per_s:.1f} tokens/s"]
+    if b is not None:
+        parts.append(f"baseline {b.tokens_per_s:.1f} tokens/s")
+        s = measured_speedup(trace)
+        if s is not None:
+            parts.append(f"measured speedup ×{s:.2f}")
+        same = identical_to_baseline(trace)
+        if same is not None:
+            parts.append(f"identical to baseline: {'yes' if same else 'no'}")
+    parts.append(f"target {cfg.get('target', '?')} ← draft {cfg.get('draft', cfg.get('drafter', '?'))}, {k}, "
+                 f"temperature {cfg.get('temperature')}, {cfg.get('device', '?')} {cfg.get('dtype', '?')}")
+    return " · ".join(parts)

@@ -20,7 +20,8 @@ from components.viewer import export_trace, target_index
 from specdec_core import LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
 
 ROOT = Path(__file__).resolve().parent.parent
-N_OUT = 13   # viewer (tokens, 7 plots, summary, slider) + trace state + download + status
+N_OUT = 14   # viewer (tokens, 7 plots, summary, slider, anatomy) + trace state + download + status
+STATE, DOWNLOAD, STATUS = 11, 12, 13   # indices of the trace state, the download and the status in a Live frame
 
 
 class BundledPool:
@@ -52,8 +53,13 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
 
 @pytest.mark.parametrize("kw, message", [
     ({"k": 0}, "K must be between 1 and 16"), ({"k": 17}, "K must be between 1 and 16"),
-    ({"k": 2.5}, "K must be a whole number"), ({"temperature": -0.5}, "temperature must be >= 0"),
-    ({"top_p": 0.0}, "top_p must be in (0, 1]"), ({"top_k": -1}, "top_k must be >= 0"),
+    ({"k": 2.5}, "K must be a whole number"), ({"k": "4"}, "K must be a whole number, got '4'"),
+    ({"k": float("inf")}, "K must be a whole number, got inf"), ({"seed": float("-inf")}, "seed must be a whole"),
+    ({"temperature": -0.5}, "temperature must be between 0 (greedy) and 5"),
+    ({"temperature": float("nan")}, "temperature must be a number, got nan"),
+    ({"temperature": float("inf")}, "temperature must be between 0 (greedy) and 5"),
+    ({"top_p": 0.0}, "top-p must be in (0, 1] (1 = off), got 0"), ({"top_p": float("nan")}, "top-p must be a number"),
+    ({"top_k": -1}, "top-k must be 0 (off) or more"), ({"seed": -1}, "seed must be a non-negative integer"),
     ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
     ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
 ])
@@ -82,23 +88,23 @@ def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
     frames = ngram_frames
     assert all(len(f) == N_OUT for f in frames)
     final = frames[-1]
-    trace = Trace.from_dict(final[10])
+    trace = Trace.from_dict(final[STATE])
     n = len(trace.iterations)
     # one update per iteration (the last one drawn by the "now the baseline" update), then per baseline token
     spec_frames = [f for f in frames[:-1] if not isinstance(f[0], dict)]   # gr.skip() is a dict update
     assert len(spec_frames) == n
-    assert [len(Trace.from_dict(f[10]).iterations) for f in spec_frames] == list(range(1, n + 1))
+    assert [len(Trace.from_dict(f[STATE]).iterations) for f in spec_frames] == list(range(1, n + 1))
     base_frames = frames[n:-1]
     assert len(base_frames) == len(trace.baseline.new_token_ids)          # then one per baseline token
     # greedy + fp32: identical to the baseline, and the page says so
     assert trace.baseline.new_token_ids == trace.new_token_ids
     assert "identical to baseline</th><td>yes" in final[8]
-    assert "Done." in final[12]
+    assert "Done." in final[STATUS]
     # the final frame has all seven figures, the token stream and the download
     assert all(hasattr(f, "to_json") for f in final[1:8])
     stream = final[0].split('class="sd-stream"', 1)[1]
     assert stream.count('class="sd-it') == n and f'class="sd-it sd-sel" data-it="{n - 1}"' in stream
-    path = final[11].value if hasattr(final[11], "value") else final[11]["value"]
+    path = final[DOWNLOAD].value if hasattr(final[DOWNLOAD], "value") else final[DOWNLOAD]["value"]
     path = path if isinstance(path, str) else path.get("path", path)
     with open(path, encoding="utf-8") as f:
         assert Trace.from_dict(json.load(f)).to_dict() == trace.to_dict()
@@ -116,7 +122,7 @@ def test_pacer_bounds_the_update_rate():
 
 def test_paced_run_sends_light_updates_between_figure_updates(pool):
     frames = list(_run(pool, max_new=8, baseline=False, frame_s=0.0, figure_s=3600.0))
-    final = Trace.from_dict(frames[-1][10])
+    final = Trace.from_dict(frames[-1][STATE])
     middle = frames[1:-1]
     assert hasattr(frames[0][1], "to_json")                                 # the first update draws figures
     assert all(isinstance(f[1], dict) and isinstance(f[0], str) for f in middle)   # then tokens only
@@ -128,13 +134,13 @@ def test_stop_ends_the_run_cleanly_and_keeps_what_was_produced(pool):
     control = new_control()
     gen = _run(pool, max_new=40, control=control)
     first = next(gen)
-    assert len(Trace.from_dict(first[10]).iterations) == 1
+    assert len(Trace.from_dict(first[STATE]).iterations) == 1
     live.stop_live(control)
     rest = list(gen)
-    trace = Trace.from_dict(rest[-1][10])
+    trace = Trace.from_dict(rest[-1][STATE])
     assert trace.finish_reason == "stopped"
     assert 1 <= len(trace.iterations) <= 2 and trace.baseline is None    # no baseline after a stop
-    assert "Stopped" in rest[-1][12]
+    assert "Stopped" in rest[-1][STATUS]
     assert not pool.bundled.lock.locked()
 
 
@@ -145,22 +151,22 @@ def test_stop_during_the_baseline_keeps_the_speculative_run_and_drops_the_partia
         frames.append(frame)
         if isinstance(frame[0], dict) and hasattr(frame[1], "to_json"):   # the first baseline frame
             live.stop_live(control)
-    trace = Trace.from_dict(frames[-1][10])
+    trace = Trace.from_dict(frames[-1][STATE])
     assert trace.finish_reason in ("eos", "length") and trace.baseline is None
-    assert "Stopped during the baseline" in frames[-1][12]
+    assert "Stopped during the baseline" in frames[-1][STATUS]
     assert "no baseline" in frames[-1][8] or "Tick" in frames[-1][8]
 
 
 def test_self_draft_accepts_what_it_drafts(pool):
     frames = list(_run(pool, pair=PAIR_SELF, max_new=5, k=2))
-    trace = Trace.from_dict(frames[-1][10])
+    trace = Trace.from_dict(frames[-1][STATE])
     assert trace.config["drafter"] == "self" and trace.stats.draft_forwards > 0
     assert trace.stats.acceptance_rate >= 0.75       # same model, greedy: the draft is the target's argmax
     assert trace.baseline.new_token_ids == trace.new_token_ids
 
 
 def test_sampling_run_records_the_uniform_draws(pool):
-    trace = Trace.from_dict(list(_run(pool, temperature=0.9, top_p=0.95, seed=1, baseline=False, max_new=8))[-1][10])
+    trace = Trace.from_dict(list(_run(pool, temperature=0.9, top_p=0.95, seed=1, baseline=False, max_new=8))[-1][STATE])
     assert trace.config["temperature"] == 0.9 and trace.config["top_p"] == 0.95
     tested = [d for it in trace.iterations for d in it.drafts if d.tested]
     assert tested and all(d.u is not None and d.accepted == (d.u < d.alpha) for d in tested)
@@ -186,10 +192,10 @@ def test_a_busy_model_makes_the_run_wait_and_say_so(pool):
     pool.bundled.lock.acquire()
     try:
         first = next(gen)
-        assert "Waiting" in first[12] and all(isinstance(x, dict) for x in first[:12])
+        assert "Waiting" in first[STATUS] and all(isinstance(x, dict) for x in first[:STATUS])
     finally:
         pool.bundled.lock.release()
-    assert Trace.from_dict(list(gen)[-1][10]).stats.new_tokens >= 1
+    assert Trace.from_dict(list(gen)[-1][STATE]).stats.new_tokens >= 1
 
 
 # --- pairs ----------------------------------------------------------------------------------------------
@@ -219,11 +225,11 @@ def test_a_hub_preset_that_cannot_download_warns_and_keeps_the_pair(pool, monkey
 # --- step-through -----------------------------------------------------------------------------------------
 
 def test_step_through_moves_the_selection_and_pins_it(ngram_frames):
-    state = ngram_frames[-1][10]
+    state = ngram_frames[-1][STATE]
     n = len(state["iterations"])
     assert n >= 2
     control = new_control()
-    slider, tokens, pq, residual = step_live(state, n, -1, control)
+    slider, tokens, pq, residual, anatomy = step_live(state, n, -1, control)
     assert slider.value == n - 1 and f'class="sd-it sd-sel" data-it="{n - 2}"' in tokens
     assert pq.layout.title.text.startswith(f"Iteration {n - 1}:")
     assert residual.layout.title.text.startswith(f"Iteration {n - 1}:")
@@ -312,8 +318,8 @@ def test_replay_refuses_an_oversized_file_before_parsing(tmp_path):
 def test_replay_shows_a_valid_upload(tmp_path):
     path = _write(tmp_path, "ok.json", json.dumps(_example_dict()).encode())
     out = replay_upload(path)
-    assert len(out) == 12 and "Loaded" in out[11]
-    assert Trace.from_dict(out[10]).to_dict() == Trace.from_dict(_example_dict()).to_dict()
+    assert len(out) == 13 and "Loaded" in out[12]
+    assert Trace.from_dict(out[STATE]).to_dict() == Trace.from_dict(_example_dict()).to_dict()
     with pytest.raises(gr.Error, match="No file"):
         replay_upload(None)
 
@@ -326,7 +332,7 @@ def test_examples_ship_and_load():
         assert t.baseline is not None and t.baseline.new_token_ids, name
         assert t.iterations and t.config["device"] and t.config["dtype"], name
         out = replay_example(name)
-        assert len(out) == 12 and "example" in out[11]
+        assert len(out) == 13 and "example" in out[12]
     drafters = {t.config["drafter"] for t in traces.values()}
     assert {"ngram", "self"} <= drafters
     assert any(t.config["temperature"] > 0 for t in traces.values())

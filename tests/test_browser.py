@@ -224,3 +224,95 @@ def test_teaching_tabs_each_run_once(page):
     _set_number(pg, "ksweep-max-new", 8)
     pg.click("#ksweep-run")
     _wait_for_data(pg, "ksweep-plot", timeout=180_000)
+
+
+def _slider(pg, elem_id: str) -> int:
+    return int(pg.evaluate(f"() => document.querySelector('#{elem_id} input[type=range]').value"))
+
+
+def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
+    """Replay shows the first example with every figure drawn; ← / → / Home / End step, Space plays and pauses."""
+    pg = page
+    pg.reload()
+    pg.wait_for_selector("#run")
+    pg.get_by_role("tab", name="Replay").click()
+    pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+    assert "Loaded example" in pg.inner_text("#replay-note")
+    frames = ("() => [...document.querySelectorAll('[id^=replay-plot-]')].map("
+              "e => (e.querySelector('.js-plotly-plot')?.data || []).length)")
+    pg.wait_for_function(f"() => ({frames})().every(n => n > 0)", timeout=20_000)
+    assert len(pg.evaluate(frames)) == 8            # the seven figures and the anatomy, none an empty frame
+    assert "Run" not in pg.inner_text("#replay-tokens")                  # no hint about a button it lacks
+    assert "Space" in pg.inner_text("#replay-keys-hint")
+
+    pg.click("#replay-note")                       # focus outside any field
+    pg.keyboard.press("Home")
+    pg.wait_for_function("() => document.querySelector('#replay-iteration input[type=range]').value === '1'")
+    pg.keyboard.press("ArrowRight")
+    pg.wait_for_function("() => (document.querySelector('#replay-plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
+                         ".startsWith('Iteration 2:')")
+    assert _slider(pg, "replay-iteration") == 2
+    assert _plot_title(pg, "replay-plot-anatomy").startswith("Anatomy of iteration 2")
+    assert pg.get_attribute("#replay-tokens .sd-sel", "data-it") == "1"
+    pg.keyboard.press("End")
+    n = int(pg.evaluate("() => document.querySelector('#replay-iteration input[type=range]').max"))
+    pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{n}'")
+
+    # typing in a field does not step
+    pg.click("#replay-pace input[type=number]")
+    pg.keyboard.press("ArrowLeft")
+    time.sleep(0.5)
+    assert _slider(pg, "replay-iteration") == n
+
+    # Space at the last iteration plays from the first one, by itself, at the pace (1 s per iteration)
+    pg.click("#replay-note")
+    pg.keyboard.press(" ")
+    pg.wait_for_function("() => document.querySelector('#replay-play').innerText.includes('pause')")
+    pg.wait_for_function("() => +document.querySelector('#replay-iteration input[type=range]').value >= 3",
+                         timeout=10_000)
+    pg.keyboard.press(" ")
+    pg.wait_for_function("() => document.querySelector('#replay-play').innerText.includes('play')")
+    stopped_at = _slider(pg, "replay-iteration")
+    time.sleep(1.5)
+    assert _slider(pg, "replay-iteration") == stopped_at < n
+
+
+def test_presenter_mode_from_the_url(page, server):
+    """?presenter=1: tokens at ≥ 24 px (computed style), larger figure text, the Live settings folded.
+    Saves docs/presenter.png (the Replay tab in presenter mode)."""
+    context = page.context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    try:
+        pg.goto(server + "?presenter=1")
+        pg.wait_for_selector("#run")
+        pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
+        pg.wait_for_function("() => document.querySelector('#presenter input')?.checked === true")
+        pg.wait_for_function("() => !document.querySelector('#live-settings .label-wrap').classList.contains('open')")
+        pg.get_by_role("tab", name="Replay").click()
+        pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+        px = pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#replay-tokens .sd-stream .sd-tok')).fontSize)")
+        assert px >= 24, px
+        pg.wait_for_selector("#replay-plot-pq .main-svg text")
+        tick = pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector("
+                           "'#replay-plot-pq .main-svg text')).fontSize)")
+        assert tick >= 16, tick
+        pg.click("#replay-note")
+        pg.keyboard.press("Home")
+        pg.wait_for_function("() => document.querySelector('#replay-iteration input[type=range]').value === '1'")
+        pg.keyboard.press("ArrowRight")
+        pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
+                             "?.text || '').startsWith('Anatomy of iteration 2')")
+        for i in (3, 4):                               # iteration 4: a rejection and the resampled token
+            pg.keyboard.press("ArrowRight")
+            pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{i}'")
+        pg.set_viewport_size({"width": 1400, "height": 1560})
+        pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
+        time.sleep(1.0)
+        pg.screenshot(path=str(ROOT / "docs" / "presenter.png"), full_page=False)
+        pg.click("#presenter input")                   # off again: normal type
+        pg.wait_for_function("() => !document.body.classList.contains('sd-presenter')")
+        assert pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#replay-tokens .sd-stream .sd-tok'))"
+                           ".fontSize)") < 24
+    finally:
+        context.close()

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from components import lab_tabs as lt
+from components import lab_tabs, tab_compare, tab_ksweep, tab_lab, tab_simulator, tab_theory
 from components.context import AppContext
 from specdec_core import InjectedBugs, LoadedModel, SpecConfig, Trace, speculative_generate
 from specdec_core.bugs import NO_BUGS
@@ -51,24 +51,24 @@ def _lab(**over):
                 top_p=1.0, n_runs=600, seed=0, bug_resample=False, bug_greedy=False, bug_mismatch=False,
                 bug_draft_temperature=2.0, bug_drop_bonus=False)
     args.update(over)
-    return lt.run_lab(None, *args.values(), progress=None)
+    return tab_lab.run_lab(None, *args.values(), progress=None)
 
 
 def test_tabs_build_with_stable_elem_ids():
     from specdec_core import ModelPool
     with gr.Blocks() as demo:
         with gr.Tabs():
-            lt.add_teaching_tabs(AppContext(ModelPool(), gr.State(None)))
+            lab_tabs.add_teaching_tabs(AppContext(ModelPool(), gr.State(None)))
     ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
     missing = [i for i in ELEM_IDS if i not in ids]
     assert not missing, missing
 
 
 def test_bug_switches_are_off_unless_ticked():
-    assert lt.lab_bugs(False, False, False, 2.0, False) == NO_BUGS
-    assert lt.lab_bugs(False, False, True, 1.5, False) == InjectedBugs(draft_temperature=1.5)
+    assert tab_lab.lab_bugs(False, False, False, 2.0, False) == NO_BUGS
+    assert tab_lab.lab_bugs(False, False, True, 1.5, False) == InjectedBugs(draft_temperature=1.5)
     with pytest.raises(gr.Error, match="draft temperature"):
-        lt.lab_bugs(False, False, True, None, False)
+        tab_lab.lab_bugs(False, False, True, None, False)
 
 
 def test_lab_correct_and_broken_on_the_toy_pair():
@@ -95,71 +95,71 @@ def test_lab_bad_input_is_a_clear_error(over, message):
 
 
 def test_lab_setup_change_sizes_n_and_shows_the_agreement_slider():
-    prompt, chat, n, agreement = lt.lab_setup_changed("ngram")
-    assert "one, two" in prompt.value and n.value == lt.LAB_DEFAULTS["ngram"][2] and agreement.visible is False
-    assert lt.lab_setup_changed("toy")[3].visible is True
+    prompt, chat, n, agreement = tab_lab.lab_setup_changed("ngram")
+    assert "one, two" in prompt.value and n.value == tab_lab.LAB_DEFAULTS["ngram"][2] and agreement.visible is False
+    assert tab_lab.lab_setup_changed("toy")[3].visible is True
 
 
 def test_simulator_streams_and_steps():
-    outs = list(lt.run_simulator(0.5, "the cat", 3, 1.0, 30, 0, False))
+    outs = list(tab_simulator.run_simulator(0.5, "the cat", 3, 1.0, 30, 0, False))
     last = outs[-1]
-    assert len(last) == 10 + 3                             # viewer (tokens, 7 plots, summary, slider) + 3
+    assert len(last) == 11 + 3                        # viewer (tokens, 7 plots, summary, slider, anatomy) + 3
     trace = Trace.from_dict(last[-2])
     assert trace.stats.new_tokens == 30 and trace.baseline is not None
     assert "sd-tokens" in last[0] and trace.prompt == "the cat"
-    step = lt.step_simulator(last[-2], 1, 1)                # from iteration 1 to 2
-    assert len(step) == 6 and isinstance(step[4], go.Figure)
-    fig = lt.sim_position(last[-2], 2, 1)
+    step = tab_simulator.step_simulator(last[-2], 1, 1)                # from iteration 1 to 2
+    assert len(step) == 7 and isinstance(step[4], go.Figure) and isinstance(step[5], go.Figure)
+    fig = tab_simulator.sim_position(last[-2], 2, 1)
     assert "iteration 2, position 1" in fig.layout.title.text
     assert {t.name for t in fig.data} >= {"p (target)", "q (draft)"}
     assert len(fig.data[0].y) == 10                         # all ten probabilities
     with pytest.raises(gr.Error, match="unknown word"):
-        list(lt.run_simulator(0.5, "hello there", 3, 1.0, 30, 0, False))
+        list(tab_simulator.run_simulator(0.5, "hello there", 3, 1.0, 30, 0, False))
     with pytest.raises(gr.Error, match="Nothing to step"):
-        lt.step_simulator(None, 1, 1)
+        tab_simulator.step_simulator(None, 1, 1)
 
 
 def test_simulator_slow_motion_yields_every_iteration(monkeypatch):
-    monkeypatch.setattr(lt, "SLOW_MOTION_S", 0.0)
-    outs = list(lt.run_simulator(0.5, "the", 2, 1.0, 12, 1, True))
+    monkeypatch.setattr(tab_simulator, "SLOW_MOTION_S", 0.0)
+    outs = list(tab_simulator.run_simulator(0.5, "the", 2, 1.0, 12, 1, True))
     n_iter = len(Trace.from_dict(outs[-1][-2]).iterations)
     assert len(outs) == n_iter + 1
 
 
 def test_simulator_sweep_returns_plot_and_table():
-    fig, table = lt.run_sim_sweep(3, 1.0, 60, progress=None)
-    assert isinstance(fig, go.Figure) and len(fig.data[0].x) == len(lt.SIM_AGREEMENTS)
-    assert len(table.value["data"]) == len(lt.SIM_AGREEMENTS)
-    assert table.value["headers"][3:] == [f"c = {c:g}" for c in lt.SIM_C_VALUES]
+    fig, table = tab_simulator.run_sim_sweep(3, 1.0, 60, progress=None)
+    assert isinstance(fig, go.Figure) and len(fig.data[0].x) == len(tab_simulator.SIM_AGREEMENTS)
+    assert len(table.value["data"]) == len(tab_simulator.SIM_AGREEMENTS)
+    assert table.value["headers"][3:] == [f"c = {c:g}" for c in tab_simulator.SIM_C_VALUES]
 
 
 def test_theory_with_and_without_a_run():
-    heat, curves, formulas, md = lt.update_theory(4, 0.1, None)
+    heat, curves, formulas, md = tab_theory.update_theory(4, 0.1, None)
     assert heat.data[0].type == "heatmap" and "Live tab" in md
     pair = make_toy_pair(0.6)
     trace = speculative_generate(pair.target, pair.draft, pair.tokenizer.encode("the"),
                                  SpecConfig(k=3, temperature=1.0, max_new_tokens=30), pair.tokenizer,
                                  meta=pair_meta(pair))
-    heat, curves, formulas, md = lt.update_theory(3, 0.2, trace.to_dict())
+    heat, curves, formulas, md = tab_theory.update_theory(3, 0.2, trace.to_dict())
     assert "Your latest run" in md and "K = 3" in md
     assert any(t.name and "your latest run" in t.name for t in heat.data)
-    assert lt.measured_point({"schema": "bogus"}) is None
+    assert tab_theory.measured_point({"schema": "bogus"}) is None
     with pytest.raises(gr.Error, match="K must be between"):
-        lt.update_theory(0, 0.1, None)
+        tab_theory.update_theory(0, 0.1, None)
 
 
 def test_prompts_parsing():
-    assert lt.parse_prompts("a\n\n b \n") == ["a", "b"]
+    assert tab_compare.parse_prompts("a\n\n b \n") == ["a", "b"]
     with pytest.raises(gr.Error, match="at least one prompt"):
-        lt.parse_prompts(" \n ")
+        tab_compare.parse_prompts(" \n ")
     with pytest.raises(gr.Error, match="At most"):
-        lt.parse_prompts("\n".join("p" * 3 for _ in range(lt.MAX_SELECTION_PROMPTS + 1)))
+        tab_compare.parse_prompts("\n".join("p" * 3 for _ in range(tab_compare.MAX_SELECTION_PROMPTS + 1)))
 
 
 # --- on the bundled model ------------------------------------------------------------------------------
 
 def test_compare_lists_the_incompatible_toy_and_ranks_the_rest(pool):
-    fig, table, rejected, summary = lt.run_compare(pool, "bundled", "Count from 1 to 10, separated by commas.",
+    fig, table, rejected, summary = tab_compare.run_compare(pool, "bundled", "Count from 1 to 10, separated by commas.",
                                                    True, 3, 0.0, 12, 0, progress=None)
     names = [row[1] for row in table.value["data"]]
     assert names[0] == "baseline (target only)"
@@ -171,18 +171,31 @@ def test_compare_lists_the_incompatible_toy_and_ranks_the_rest(pool):
 
 
 def test_ksweep_on_the_bundled_model(pool):
-    fig, table, md = lt.run_ksweep(pool, "bundled", "ngram", "Count from 1 to 10, separated by commas.", True, 2,
+    fig, table, md = tab_ksweep.run_ksweep(pool, "bundled", "ngram", "Count from 1 to 10, separated by commas.", True, 2,
                                    0.0, 12, 0, progress=None)
     rows = table.value["data"]
     assert [r[0].rstrip(" ★") for r in rows] == ["1", "2"] and sum("★" in r[0] for r in rows) == 1
     assert all(r[-1] == "yes" for r in rows)
     assert "Best measured K" in md and isinstance(fig, go.Figure)
     with pytest.raises(gr.Error, match="could not load"):
-        lt.run_ksweep(pool, "bundled", "org/absent-model", "hi", True, 2, 0.0, 12, 0, progress=None)
+        tab_ksweep.run_ksweep(pool, "bundled", "org/absent-model", "hi", True, 2, 0.0, 12, 0, progress=None)
 
 
 def test_lab_on_the_bundled_model_with_prompt_lookup(pool):
-    fig, verdict, details = lt.run_lab(pool, "ngram", lt.LAB_DEFAULTS["ngram"][0], False, 0.0, 1, 3, 1.0, 0, 1.0,
+    fig, verdict, details = tab_lab.run_lab(pool, "ngram", tab_lab.LAB_DEFAULTS["ngram"][0], False, 0.0, 1, 3, 1.0, 0, 1.0,
                                        20, 0, True, False, False, 2.0, False, progress=None)
     assert "20 of 20" in details and "20 runs drafted" in details
     assert "resample_from_p" in details and isinstance(fig, go.Figure)
+
+
+@pytest.mark.parametrize("value", [None, "3", True, 2.5, float("nan"), float("inf"), float("-inf")])
+def test_shared_conversions_name_the_setting(value):
+    from components.tab_helpers import as_float, as_int
+    with pytest.raises(gr.Error, match="K must be a whole number"):
+        as_int("K", value, 1, 16)
+    if not isinstance(value, float) or value != value:
+        with pytest.raises(gr.Error, match="c must be a number"):
+            as_float("c", value, 0.0, 1.0)
+    else:
+        with pytest.raises(gr.Error, match="c must be"):
+            as_float("c", value, 0.0, 1.0)

@@ -205,3 +205,25 @@ def test_closing_a_run_mid_stream_frees_the_model_at_once(pool):
     t0 = time.monotonic()
     gen.close()
     assert time.monotonic() - t0 < 1.0 and not pool.bundled.lock.locked()
+
+
+def test_generate_over_the_limit_is_cut_and_keeps_its_trace(pool, monkeypatch):
+    from components.api import generate
+    monkeypatch.setenv("SPECDEC_MAX_RUN_TOKENS", "5")
+    trace_dict, summary = generate(pool, PROMPT, PAIR_NGRAM, k=4, max_new_tokens=40, baseline=True)
+    trace = Trace.from_dict(trace_dict)
+    assert trace.finish_reason == "limit" and 5 <= trace.stats.new_tokens < 40 and trace.baseline is None
+    assert "stopped at the run limit" in summary and not pool.bundled.lock.locked()
+
+
+def test_generate_reports_a_fault_and_frees_the_model(pool):
+    from components.api import generate
+    model = pool.bundled.model
+    handle = model.register_forward_pre_hook(lambda m, a, k: (_ for _ in ()).throw(KeyError("boom")), with_kwargs=True)
+    try:
+        with pytest.raises(gr.Error, match="Generation failed: KeyError"):
+            generate(pool, PROMPT, PAIR_NGRAM, k=4, max_new_tokens=8)
+    finally:
+        handle.remove()
+    assert not pool.bundled.lock.locked()
+    assert Trace.from_dict(generate(pool, PROMPT, PAIR_NGRAM, k=4, max_new_tokens=8)[0]).stats.new_tokens > 0

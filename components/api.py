@@ -1,0 +1,203 @@
+"""The scripting API: two named, documented endpoints for ``gradio_client`` (and the "Use via API" page).
+
+    /generate        prompt + settings -> (the trace as a ``specdec-trace/1`` dict, a one-line summary)
+    /validate_trace  a trace (JSON text or an already-parsed dict) -> its one-line summary
+
+``generate`` and ``validate_trace`` are plain module-level functions (``generate`` takes the model pool
+first), so tests call them without a server. ``add_api(pool)`` registers them with ``gr.api`` inside the
+app's Blocks; ``finish_api(demo)`` then makes every other event private, so the API page lists these
+two endpoints and nothing auto-named.
+
+API values arrive as raw JSON (no component converts them), so every one is checked here with the same
+messages the Live tab gives (``live.make_config``), and a wrong value becomes a ``gr.Error`` naming it:
+``gradio_client`` raises it as an ``AppError`` carrying that message.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gradio as gr
+from gradio import utils as gr_utils
+
+from specdec_core import Trace
+from specdec_core.engine import stream_baseline, stream_speculative
+
+from .gpu import gpu_task
+from .limits import RunClock, RunLimits
+from .live import (DEFAULT_PAIR, LOCK_WAIT_S, Pool, acquire_locks, encode_for, make_config, pair_choices,
+                   resolve_pair)
+from .replay import MAX_BYTES
+from .summary import summary_line
+
+API_NAMES = ("generate", "validate_trace")
+
+
+def _flag(name: str, value: Any) -> bool:
+    """A yes/no setting: only true/false (a string such as "false" would otherwise count as yes)."""
+    if not isinstance(value, bool):
+        raise gr.Error(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def pair_keys() -> list[str]:
+    """The pair keys ``/generate`` accepts: the Live tab's pair selector values, in its order."""
+    return [key for _, key in pair_choices()]
+
+
+def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adaptive_k: bool = False,
+             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
+             chat: bool = True, baseline: bool = False) -> tuple[dict, str]:
+    """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
+    iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
+    and a one-line summary.
+
+    Parameters:
+        prompt: the text to continue (as one chat turn when chat is true)
+        pair: target <- draft pair, a key of the Live tab's selector, e.g. "bundled|ngram" (SmolLM2-135M + prompt lookup) or "bundled|self"
+        k: drafts per iteration, 1-16 (the cap when adaptive_k is true)
+        adaptive_k: the K policy: false = fixed K; true = adapt K between iterations (+2 after a clean sweep, -1 otherwise)
+        temperature: 0 = greedy, up to 5
+        top_k: keep the k most likely tokens, 0 = off
+        top_p: nucleus mass in (0, 1], 1 = off
+        max_new_tokens: 1-512
+        seed: same seed, same trace
+        chat: wrap the prompt in the model's chat template
+        baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
+    Returns:
+        trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
+        summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
+    """
+    if not isinstance(pair, str) or pair not in pair_keys():
+        raise gr.Error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
+    if not isinstance(prompt, str):
+        raise gr.Error(f"prompt must be text, got {prompt!r}")
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, _flag("adaptive_k", adaptive_k))
+    chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
+    try:
+        p = resolve_pair(pool, pair)
+    except (ValueError, RuntimeError) as e:
+        raise gr.Error(f"Could not load the model pair: {e}") from e
+    ids = encode_for(p, prompt, chat_, cfg.max_new_tokens)
+    limits = RunLimits.from_env()
+    held = acquire_locks(p.locks(), LOCK_WAIT_S)
+    clock = RunClock(limits)                  # a run past SPECDEC_MAX_RUN_S / _TOKENS is cut, its trace kept
+    try:
+        tok = p.target.tokenizer
+        trace, cut = _limited(stream_speculative(p.target.model, p.drafter(), ids, cfg, tok, prompt=prompt,
+                                                 meta=p.meta), lambda t: clock.exceeded(t.stats.new_tokens))
+        if cut:
+            trace.finish_reason = "limit"
+        elif baseline_:
+            base, cut = _limited(stream_baseline(p.target.model, ids, cfg, tok),
+                                 lambda b: "" if clock.elapsed() < limits.max_seconds else "time")
+            trace.baseline = None if cut else base    # an incomplete baseline would skew the comparison
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
+        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+                       else f"Generation failed: {type(e).__name__}: {e}") from e
+    finally:
+        for m in reversed(held):
+            m.lock.release()
+    return trace.to_dict(), summary_line(trace)
+
+
+def _limited(stream: Iterator[Any], over: Callable[[Any], str]) -> tuple[Any, bool]:
+    """(the last value of ``stream``, whether it was cut): stops early once ``over(value)`` names a limit
+    (a speculative trace that has already finished is never cut); the stream is closed either way."""
+    last, cut = None, False
+    try:
+        for last in stream:
+            if not getattr(last, "finish_reason", "") and over(last):
+                cut = True
+                break
+    finally:
+        stream.close()
+    if last is None:
+        raise gr.Error("Generation failed: the engine produced nothing.")
+    return last, cut
+
+
+def validate_trace(trace: str | dict) -> str:
+    """Check a trace (an export of the Live tab or of /generate) and return its one-line summary; an
+    invalid trace is refused with the validation error (which field, what is wrong).
+
+    Parameters:
+        trace: the trace as JSON text, or as an already-parsed JSON object (at most 5 MB)
+    Returns:
+        summary: the trace in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
+    """
+    if isinstance(trace, str):
+        if len(trace.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+            raise gr.Error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
+        try:
+            data = json.loads(trace)
+        except json.JSONDecodeError as e:
+            raise gr.Error(f"trace is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
+        except RecursionError as e:
+            raise gr.Error("trace is not a trace: JSON nested too deeply") from e
+    elif isinstance(trace, dict):
+        data = trace
+        try:
+            size = len(json.dumps(data, ensure_ascii=False))
+        except (TypeError, ValueError, RecursionError) as e:
+            raise gr.Error(f"trace is not plain JSON: {e}") from e
+        if size > MAX_BYTES:
+            raise gr.Error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
+    else:
+        raise gr.Error(f"trace must be JSON text or a JSON object, got {type(trace).__name__}")
+    try:
+        return summary_line(Trace.from_dict(data))
+    except (ValueError, RecursionError) as e:
+        raise gr.Error(str(e) if isinstance(e, ValueError) else "trace is not a trace: nested too deeply") from e
+
+
+def _for_api(fn: Callable, pool: Pool | None = None) -> Callable:
+    """``fn`` as ``gr.api`` wants it: the pool bound as its first argument (when given), the signature with
+    its annotations evaluated (``gr.api`` reads the parameter names, types, defaults and the number of
+    outputs from it), and the docstring kept (the endpoint's description)."""
+    sig = inspect.signature(fn, eval_str=True)
+    params = list(sig.parameters.values())
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(pool, *args, **kwargs) if pool is not None else fn(*args, **kwargs)
+    del call.__wrapped__                 # gr.api must see the signature below, not the original's
+    call.__signature__ = sig.replace(parameters=params[1:] if pool is not None else params)  # type: ignore[attr-defined]
+    return call
+
+
+def add_api(pool: Pool) -> None:
+    """Register /generate and /validate_trace (call inside the app's Blocks); then call ``finish_api``."""
+    gr.api(gpu_task(_for_api(generate, pool)), api_name="generate", concurrency_limit=4,
+           concurrency_id="live-run")
+    gr.api(_for_api(validate_trace), api_name="validate_trace", concurrency_limit=8)
+
+
+def finish_api(demo: gr.Blocks, keep: tuple[str, ...] = API_NAMES) -> None:
+    """Call on the finished app (after its ``with gr.Blocks()``, which adds the load events of callable
+    initial values on leaving): every event except the named API endpoints becomes private (the
+    browser still calls them, by index, but they are left out of the API page and of what
+    ``gradio_client`` offers); the endpoints' inputs and outputs are labelled with their parameter names
+    and the descriptions from the handler's docstring (gr.api would label them "1st", "2nd", ...)."""
+    for fn in demo.fns.values():
+        if fn.api_name not in keep:
+            fn.api_visibility = "private"
+            continue
+        _, params, returns = gr_utils.get_function_description(fn.fn)
+        names = list(inspect.signature(fn.fn).parameters)
+        for name, block in zip(names, fn.inputs):      # gr.Api blocks: their schema is the constructor's dict
+            block.label = name
+            block._api_info = {**block.api_info(), "additional_description": params.get(name, "")}
+        for line, block in zip(returns, fn.outputs):
+            name, _, desc = line.partition(":")
+            block.label = name.strip()
+            block._api_info = {**block.api_info(), "description": desc.strip()}
+    demo.config = demo.get_config_file()       # launch() recomputes it too; get_api_info() reads this one
+
+
+__all__ = ["generate", "validate_trace", "add_api", "finish_api", "pair_keys", "API_NAMES"]

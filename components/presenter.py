@@ -1,0 +1,99 @@
+"""Presenter mode and the keyboard: for running the demo live, on a projector, without the mouse.
+
+- ``KEYBOARD_JS`` (passed to ``launch(js=...)``) listens for ← / → (previous / next iteration), Home / End
+  (first / last) and Space (play / pause) and clicks those buttons of the viewer on screen (Live, Replay
+  or Simulator), unless the focus is in a field that takes keys (text, number, dropdown, checkbox).
+- Presenter mode (the ``#presenter`` toggle, or ``?presenter=1`` in the URL) puts the class
+  ``sd-presenter`` on the page: tokens at 28 px, figure text at 17-22 px, bigger summary and hints
+  (``PRESENTER_CSS``); it folds the settings accordions away (those registered in
+  ``AppContext.fold_in_presenter``). The colours are already the Okabe-Ito colour-blind-safe palette.
+
+``presenter_from_url`` and ``presenter_fold`` are thin handlers the tests call directly.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gradio as gr
+
+PRESENTER_TOKEN_PX = 28
+# !important: gradio also adds a copy of every rule scoped under its container (more specific than a
+# selector on body), so the presenter rules must win by importance.
+PRESENTER_CSS = f"""
+.sd-keys-hint, .sd-keys-hint p {{ font-size: 13px; color: #444; margin: 0; }}
+body.sd-presenter .sd-tokens {{ font-size: {PRESENTER_TOKEN_PX}px !important; line-height: 1.9 !important; }}
+body.sd-presenter .sd-legend {{ font-size: 20px !important; }}
+body.sd-presenter .sd-idx {{ font-size: 15px !important; }}
+body.sd-presenter .sd-summary table {{ font-size: 20px !important; }}
+body.sd-presenter .sd-summary .sd-label, body.sd-presenter .sd-summary .sd-note {{ font-size: 17px !important; }}
+body.sd-presenter .sd-status {{ font-size: 19px !important; }}
+body.sd-presenter .sd-keys-hint, body.sd-presenter .sd-keys-hint p {{ font-size: 17px !important; }}
+body.sd-presenter .js-plotly-plot .main-svg text {{ font-size: 17px !important; }}
+body.sd-presenter .js-plotly-plot .main-svg .gtitle {{ font-size: 22px !important; }}
+"""
+
+# Runs once when the page loads (gradio's launch(js=...)): the keyboard, and the page class that the
+# presenter toggle's own js sets. Buttons are found by elem_id; the first visible viewer wins.
+KEYBOARD_JS = """
+() => {
+  const PREFIXES = ["", "replay-", "sim-"];
+  const ACTIONS = {ArrowLeft: "prev", ArrowRight: "next", Home: "first", End: "last", " ": "play"};
+  const shown = (el) => el !== null && el.offsetParent !== null;
+  const takesKeys = (el) => {
+    if (!el || el === document.body) return false;
+    if (el.isContentEditable) return true;
+    const tag = el.tagName;
+    if (tag === "TEXTAREA" || tag === "SELECT") return true;
+    return tag === "INPUT" && (el.type || "text").toLowerCase() !== "range";
+  };
+  document.addEventListener("keydown", (e) => {
+    const action = ACTIONS[e.key];
+    if (!action || e.ctrlKey || e.metaKey || e.altKey || takesKeys(e.target)) return;
+    for (const prefix of PREFIXES) {
+      const button = document.getElementById(prefix + action);
+      if (shown(button)) {
+        e.preventDefault();
+        e.stopPropagation();
+        if (!button.disabled) button.click();
+        return;
+      }
+    }
+  }, true);
+  window.sdSetPresenter = (on) => document.body.classList.toggle("sd-presenter", Boolean(on));
+  if (new URLSearchParams(window.location.search).get("presenter") === "1") window.sdSetPresenter(true);
+}
+"""
+
+TOGGLE_JS = "(on) => { if (window.sdSetPresenter) window.sdSetPresenter(on); return on; }"
+
+
+def presenter_from_url(request: gr.Request) -> Any:
+    """On page load: ``?presenter=1`` switches the toggle on (its change event then folds the settings)."""
+    params = getattr(request, "query_params", None) or {}
+    return gr.Checkbox(value=True) if str(params.get("presenter", "")) in ("1", "true", "yes") else gr.skip()
+
+
+def presenter_fold(on: bool, n_accordions: int) -> tuple:
+    """Presenter mode on: every registered settings accordion folds; off: they open again."""
+    return tuple(gr.Accordion(open=not on) for _ in range(n_accordions))
+
+
+def build_presenter_toggle() -> gr.Checkbox:
+    return gr.Checkbox(value=False, label="presenter mode", elem_id="presenter",
+                       info="large type, settings folded (or open the page with ?presenter=1)")
+
+
+def wire_presenter(demo: gr.Blocks, toggle: gr.Checkbox, accordions: Sequence[gr.Accordion]) -> None:
+    """The toggle sets the page class (client side) and folds ``accordions``; the URL parameter sets the toggle."""
+    n = len(accordions)
+
+    def fold(on: bool) -> Any:
+        updates = presenter_fold(on, n)
+        return updates[0] if n == 1 else updates      # gradio wants a bare value for a single output
+    toggle.change(fold, [toggle], list(accordions), js=TOGGLE_JS, show_progress="hidden", queue=False)
+    demo.load(presenter_from_url, None, [toggle], show_progress="hidden", queue=False)
+
+
+__all__ = ["KEYBOARD_JS", "PRESENTER_CSS", "PRESENTER_TOKEN_PX", "build_presenter_toggle", "wire_presenter",
+           "presenter_from_url", "presenter_fold"]

@@ -1,0 +1,122 @@
+"""The K sweep tab: K = 1 ... K_max measured on one prompt, with the closed-form curve for the measured
+alpha and c and the best K marked.
+
+``build_ksweep_tab(pool, tab)`` lays it out; ``run_ksweep`` is the module-level handler (pool passed
+explicitly). The logic lives in ``specdec_core.sweeps.k_sweep``.
+
+Stable elem_ids: ksweep-run, ksweep-plot, ksweep-table, ksweep-md.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gradio as gr
+
+from specdec_core import LoadedModel
+from specdec_core.models import make_drafter
+from specdec_core.sweeps import KSweep, k_sweep
+
+from .gpu import gpu_task
+from .lab_figures import ksweep_figure
+from .tab_helpers import (COMPARE_PROMPTS, UI_MAX_NEW, as_int, bind_pool, check_prompt, encode_for_model, get_model,
+                          locked, reporter, spec_config, target_choices)
+
+KSWEEP_MAX_K = 12
+
+
+def draft_choices(pool: Any) -> list[tuple[str, str]]:
+    """Drafts for the K sweep: prompt lookup, the target itself, and every other loaded model."""
+    return ([("prompt lookup (n-gram)", "ngram"), ("the target drafting for itself", "self")]
+            + [(k, k) for k in pool.loaded() if k != "bundled"])
+
+
+def refresh_sweep_choices(pool: Any) -> tuple[Any, Any]:
+    return gr.Dropdown(choices=target_choices(pool)), gr.Dropdown(choices=draft_choices(pool))
+
+
+def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[LoadedModel]]:
+    """The drafter for ``key`` and the extra model to lock while it runs (none for n-gram / self)."""
+    extra = [] if key in ("ngram", "self", target.key) else [get_model(pool, key)]
+    try:
+        return make_drafter(pool, target, key), extra
+    except ValueError as e:
+        raise gr.Error(f"{key} cannot draft for {target.label}: {e}") from e
+
+
+def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
+    headers = ["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α", "drafts / iteration",
+               "tokens / iteration", "same tokens as baseline"]
+    rows = []
+    for r, t in zip(sw.runs, sw.theory_tokens_per_s):
+        s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
+        rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}",
+                     "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
+                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
+                     f"{r.tokens_per_iteration:.2f}",
+                     "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
+    return headers, rows
+
+
+def ksweep_md(sw: KSweep) -> str:
+    best = next(r for r in sw.runs if r.k == sw.best_k)
+    s = best.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
+    parts = [f"**Best measured K = {sw.best_k}**: {best.tokens_per_s:.1f} tokens/s, ×{s:.2f} over the baseline "
+             f"({sw.baseline_tokens_per_s:.1f} tokens/s)."]
+    if sw.alpha is not None and sw.c is not None:
+        parts.append(f"Closed form with the measured α̂ = {sw.alpha:.3f} and ĉ = {sw.c:.3f} (mean draft forward ÷ "
+                     f"mean baseline one-token forward, {sw.baseline_token_ms:.1f} ms) picks K = {sw.theory_k()}. "
+                     "Where measurement and formula part ways, the formula's assumptions show: it expects K drafts "
+                     "every iteration (prompt lookup often proposes fewer, or none: see drafts / iteration), a "
+                     "verify forward as cheap as one target forward (a K-token verify costs more on a CPU), and "
+                     "the same α at every position.")
+    return " ".join(parts)
+
+
+def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bool, k_max: Any, temperature: Any,
+               max_new_tokens: Any, seed: Any, progress: Any = gr.Progress()) -> tuple[Any, Any, str]:
+    """K = 1..K_max on one prompt: (figure, table, summary)."""
+    k_max_ = as_int("K max", k_max, 1, KSWEEP_MAX_K)
+    cfg = spec_config(1, temperature, max_new_tokens, seed)
+    prompt = check_prompt(prompt)
+    if progress is not None:
+        progress(0.0, desc="loading the model")
+    target = get_model(pool, target_key or "bundled")
+    draft, extra = _sweep_draft(pool, target, draft_key)
+    ids = encode_for_model(target, prompt, chat)
+    try:
+        with locked(target, *extra):
+            sw = k_sweep(target.model, draft, ids, cfg, list(range(1, k_max_ + 1)), target.tokenizer,
+                         on_progress=reporter(progress, "runs (baseline, then K = 1…)"))
+    except ValueError as e:
+        raise gr.Error(str(e)) from e
+    headers, rows = ksweep_table(sw)
+    return ksweep_figure(sw), gr.Dataframe(value=rows, headers=headers), ksweep_md(sw)
+
+
+def build_ksweep_tab(pool: Any, tab: Any) -> None:
+    gr.Markdown("### Find the best K\nRun K = 1 … K_max on one prompt (same seed and settings), measure tokens/s and "
+                "acceptance, and compare with the closed form for the α and c measured in these runs.")
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            target = gr.Dropdown(target_choices(pool), value="bundled", label="target", elem_id="ksweep-target")
+            draft = gr.Dropdown(draft_choices(pool), value="ngram", label="draft", elem_id="ksweep-draft")
+            prompt = gr.Textbox(value=COMPARE_PROMPTS[0], label="prompt", lines=2, elem_id="ksweep-prompt")
+            chat = gr.Checkbox(True, label="chat template", elem_id="ksweep-chat")
+            k_max = gr.Slider(1, KSWEEP_MAX_K, value=8, step=1, label="K max", elem_id="ksweep-kmax")
+            with gr.Row():
+                temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)",
+                                        elem_id="ksweep-temperature")
+                max_new = gr.Slider(8, UI_MAX_NEW, value=48, step=8, label="max new tokens", elem_id="ksweep-max-new")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="seed", elem_id="ksweep-seed")
+            run = gr.Button("Sweep K", variant="primary", elem_id="ksweep-run")
+        with gr.Column(scale=2):
+            md = gr.Markdown("", elem_id="ksweep-md")
+            plot = gr.Plot(ksweep_figure(None), show_label=False, elem_id="ksweep-plot")
+            table = gr.Dataframe(headers=["K", "tokens/s", "speedup", "closed form tokens/s", "acceptance", "mean α",
+                                          "drafts / iteration", "tokens / iteration", "same tokens as baseline"],
+                                 interactive=False,
+                                 elem_id="ksweep-table")
+    run.click(gpu_task(bind_pool(run_ksweep, pool), duration=300),
+              [target, draft, prompt, chat, k_max, temperature, max_new, seed], [plot, table, md])
+    tab.select(functools.partial(refresh_sweep_choices, pool), None, [target, draft])

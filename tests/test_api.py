@@ -1,0 +1,135 @@
+"""The scripting API: /generate and /validate_trace called directly, then through gradio_client against
+the app started in this process (the bundled model loaded once, by the session fixture); the API
+description lists exactly the two named endpoints."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+import app
+from components.api import API_NAMES, generate, pair_keys, validate_trace
+from components.live import PAIR_NGRAM, pair_choices
+from specdec_core import LoadedModel, ModelPool, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "ngram_extractive.json"
+PROMPT = "Repeat exactly: red green blue, red green blue, red green blue."
+
+
+class BundledPool:
+    """The pool protocol over the session's bundled model; other keys go to a real (offline) ModelPool."""
+
+    def __init__(self, model, tokenizer):
+        self.bundled = LoadedModel("bundled", "SmolLM2-135M-Instruct (bundled)", model, tokenizer, threading.Lock())
+        self.hub = ModelPool(allow_local=False)
+
+    def get(self, key: str) -> LoadedModel:
+        return self.bundled if key == "bundled" else self.hub.get(key)
+
+    def loaded(self) -> list[str]:
+        return ["bundled"]
+
+
+@pytest.fixture(scope="module")
+def pool(bundled):
+    return BundledPool(*bundled)
+
+
+# --- the handlers, no server ------------------------------------------------------------------------------
+
+def test_generate_returns_a_valid_trace_and_a_summary(pool):
+    trace_dict, summary = generate(pool, PROMPT, PAIR_NGRAM, k=3, max_new_tokens=10, baseline=True)
+    trace = Trace.from_dict(trace_dict)
+    assert trace_dict["schema"] == "specdec-trace/1" and trace.config["k"] == 3
+    assert trace.stats.new_tokens == len(trace.new_token_ids) <= 10 and trace.baseline is not None
+    assert trace.baseline.new_token_ids == trace.new_token_ids         # greedy, float32: the same tokens
+    assert f"{trace.stats.new_tokens} new tokens in {trace.stats.iterations} iterations" in summary
+    assert "measured speedup ×" in summary and "identical to baseline: yes" in summary and "\n" not in summary
+    assert validate_trace(json.dumps(trace_dict)) == summary == validate_trace(trace_dict)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"k": "4"}, "K must be a whole number, got '4'"), ({"k": 2.5}, "K must be a whole number"),
+    ({"k": 0}, "K must be between 1 and 16"), ({"temperature": None}, "temperature must be a number, got None"),
+    ({"temperature": float("nan")}, "temperature must be a number, got nan"),
+    ({"top_p": "0.9"}, "top-p must be a number"), ({"max_new_tokens": 10_000}, "max new tokens must be between 1"),
+    ({"seed": -3}, "seed must be a non-negative integer"), ({"chat": "false"}, "chat must be true or false"),
+    ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|ngram"),
+    ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
+])
+def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
+    args = {"prompt": PROMPT, "max_new_tokens": 4, **kw}
+    with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace("|", r"\|")):
+        generate(pool, **args)
+
+
+def test_pair_accepts_every_key_of_the_live_selector():
+    assert pair_keys() == [key for _, key in pair_choices()] and PAIR_NGRAM in pair_keys()
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("{", "trace is not valid JSON"), ("[1, 2]", "invalid trace"), ({"schema": "other/1"}, "invalid trace"),
+    (42, "trace must be JSON text or a JSON object, got int"), ("x" * (5 * 1024 * 1024 + 1), "larger than 5 MB"),
+])
+def test_validate_trace_refuses_with_the_validation_error(bad, message):
+    with pytest.raises(gr.Error, match=message):
+        validate_trace(bad)
+
+
+def test_validate_trace_names_the_broken_field():
+    d = json.loads(EXAMPLE.read_text())
+    d["iterations"][0]["drafts"][0]["alpha"] = 7
+    with pytest.raises(gr.Error, match=r"iterations\[0\]"):
+        validate_trace(d)
+
+
+def test_the_api_description_lists_only_the_two_named_endpoints():
+    info = app.build_demo(ModelPool()).get_api_info()
+    assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
+    params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
+    assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
+                      "seed", "chat", "baseline"]
+    gen = info["named_endpoints"]["/generate"]
+    assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
+    assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]
+
+
+# --- through gradio_client against the started app -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def client(pool):
+    from gradio_client import Client
+    demo = app.build_demo(pool)
+    demo.queue(default_concurrency_limit=4)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
+                            ssr_mode=False, show_error=False)
+    try:
+        yield Client(url, verbose=False)
+    finally:
+        demo.close()
+
+
+def test_generate_and_validate_through_gradio_client(client):
+    api = client.view_api(return_format="dict", print_info=False)
+    assert set(api["named_endpoints"]) == {"/generate", "/validate_trace"} and not api["unnamed_endpoints"]
+    trace_dict, summary = client.predict(prompt=PROMPT, pair="bundled|ngram", k=4, temperature=0.0, max_new_tokens=8,
+                                         seed=0, chat=True, baseline=False, api_name="/generate")
+    trace = Trace.from_dict(trace_dict)
+    assert trace.stats.new_tokens == len(trace.new_token_ids) <= 8 and "new tokens in" in summary
+    assert client.predict(trace=json.dumps(trace_dict), api_name="/validate_trace") == summary
+    assert client.predict(trace=json.loads(EXAMPLE.read_text()), api_name="/validate_trace").startswith(
+        f"{Trace.from_dict(json.loads(EXAMPLE.read_text())).stats.new_tokens} new tokens")
+
+
+def test_wrong_values_through_gradio_client_give_the_ui_message(client):
+    from gradio_client.exceptions import AppError
+    with pytest.raises(AppError, match="K must be a whole number, got 'four'"):
+        client.predict(prompt=PROMPT, k="four", api_name="/generate")
+    with pytest.raises(AppError, match="temperature must be a number, got None"):
+        client.predict(prompt=PROMPT, temperature=None, api_name="/generate")
+    with pytest.raises(AppError, match="invalid trace"):
+        client.predict(trace='{"schema": "specdec-trace/1"}', api_name="/validate_trace")
