@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import Trace
-from specdec_core.theory import estimate_alpha, estimate_c, expected_tokens, speedup
+from specdec_core.theory import (estimate_alpha, estimate_c, expected_tokens, predict_speedup,
+                                 predicted_speedup_curve, speedup)
 from specdec_core.trace import IterationRecord
 
 from . import palette as pal
@@ -369,10 +370,12 @@ def positions_figure(trace: Trace) -> go.Figure:
 
 # --- 7. theory --------------------------------------------------------------------------------------
 
-def theory_figure(trace: Trace, k_max: int = 16) -> go.Figure:
-    """Measured tokens/iteration and speedup against the closed form E = (1 - α^(K+1)) / (1 - α),
-    speedup = E / (cK + 1), with α and c estimated from this run."""
-    title = "Measured vs. closed form (α, c estimated from this run)"
+def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figure:
+    """Measured tokens/iteration and speedup against the naive closed form E = (1 - α^(K+1)) / (1 - α),
+    speedup = E / (cK + 1), and the calibrated prediction (``theory.predicted_speedup_curve``: this
+    run's per-position acceptance, verify curve, draft cost, overhead and prefill). ``flat`` prices the
+    calibrated curve with a GPU-like verify (every verify costs a one-token forward)."""
+    title = "Measured vs. theory (α, c and costs from this run)"
     alpha, c = estimate_alpha(trace), estimate_c(trace)
     if alpha is None or c is None:
         return empty_figure(title, "Needs at least one iteration with drafts: run a prompt.")
@@ -380,7 +383,7 @@ def theory_figure(trace: Trace, k_max: int = 16) -> go.Figure:
     ks = list(range(1, max(k_max, k_cfg) + 1))
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("tokens per iteration", "speedup over the baseline"))
-    fig.add_trace(go.Scatter(name="closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks], mode="lines",
+    fig.add_trace(go.Scatter(name="naive closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks], mode="lines",
                              line={"color": pal.THEORY, "width": 2},
                              hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(name="measured", x=[k_cfg], y=[trace.stats.mean_tokens_per_iteration],
@@ -388,18 +391,30 @@ def theory_figure(trace: Trace, k_max: int = 16) -> go.Figure:
                                                      "line": {"color": "#000", "width": 1.5}},
                              hovertemplate="K=%{x}: measured %{y:.2f} tokens/iteration<extra></extra>"),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(name="closed-form speedup", x=ks, y=[speedup(alpha, k, c) for k in ks], mode="lines",
-                             line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
-                             hovertemplate="K=%{x}: ×%{y:.2f}<extra>closed form</extra>"), row=1, col=2)
+    fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
+                             mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
+                             hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
+    for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
+        calibrated = predicted_speedup_curve(trace, ks[-1], flat=is_flat)
+        if calibrated is None:
+            continue
+        name = "calibrated, flat verify (GPU-like)" if is_flat else "calibrated (this device's verify curve)"
+        fig.add_trace(go.Scatter(name=name, x=ks, y=calibrated, mode="lines+markers",
+                                 line={"color": pal.BASELINE if is_flat else pal.REJECTED, "width": 2.5},
+                                 marker={"size": 5}, visible=True if is_flat == flat else "legendonly",
+                                 hovertemplate="K=%{x}: ×%{y:.2f}<extra>" + name + "</extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1}, row=1, col=2)
     s = measured_speedup(trace)
     if s is not None:
         fig.add_trace(go.Scatter(name="measured speedup", x=[k_cfg], y=[s], mode="markers", showlegend=False,
                                  marker={"size": 16, "color": pal.ACCEPTED, "line": {"color": "#000", "width": 1.5}},
                                  hovertemplate="K=%{x}: measured ×%{y:.2f}<extra></extra>"), row=1, col=2)
-    adaptive = " (adaptive: the K cap)" if trace.config.get("adaptive_k") else ""
+    policy = trace.config.get("k_policy") or ("heuristic" if trace.config.get("adaptive_k") else "fixed")
+    adaptive = "" if policy == "fixed" else f" ({policy} K policy: K is the cap)"
+    pred = predict_speedup(trace, flat=flat)
+    pred_txt = "" if pred is None else f" · calibrated prediction of this run ×{pred:.2f}"
     _layout(fig, title, subtitle=f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts) · ĉ = {c:.3f} "
-                                 f"(draft / verify forward time) · measured at K = {k_cfg}{adaptive}")
+                                 f"(draft / verify forward time) · measured at K = {k_cfg}{adaptive}{pred_txt}")
     fig.update_xaxes(title_text="K (drafts per iteration)")
     fig.update_yaxes(rangemode="tozero")
     return fig

@@ -34,6 +34,8 @@ class MeasuredPoint:
     c: float
     speedup: float | None        # measured tokens/s over the same run's baseline; None without a baseline
     label: str = "your latest run"
+    predicted: tuple[float, ...] = ()   # calibrated predicted speedup at K = 1, 2, ... (theory.predicted_speedup_curve)
+    predicted_label: str = "calibrated prediction for your run"
 
 
 LEGENDS = {   # where the legend goes: above the plot (few items), to its right (many), below it (narrow plots)
@@ -237,9 +239,15 @@ def speedup_vs_k_figure(alphas: Sequence[float], c: float, k_max: int = 16,
     fig.add_hline(y=1.0, line={"color": "#555", "dash": "dash", "width": 1.5},
                   annotation_text="break-even (baseline speed)", annotation_position="bottom right")
     if measured is not None:
-        fig.add_trace(go.Scatter(name=f"closed form at α̂ = {measured.alpha:.2f}, ĉ = {measured.c:.2f}", x=ks,
+        fig.add_trace(go.Scatter(name=f"naive closed form at α̂ = {measured.alpha:.2f}, ĉ = {measured.c:.2f}", x=ks,
                                  y=[speedup(measured.alpha, k, measured.c) for k in ks], mode="lines",
                                  line={"color": "#111", "width": 2, "dash": "dot"}))
+        if measured.predicted:
+            kp = list(range(1, min(k_max, len(measured.predicted)) + 1))
+            fig.add_trace(go.Scatter(name=measured.predicted_label, x=kp, y=list(measured.predicted[:len(kp)]),
+                                     mode="lines+markers", line={"color": pal.REJECTED, "width": 2.5},
+                                     marker={"size": 5},
+                                     hovertemplate="K = %{x}: calibrated ×%{y:.2f}<extra></extra>"))
         if measured.speedup is not None:
             fig.add_trace(go.Scatter(name=f"{measured.label} (measured)", x=[measured.k], y=[measured.speedup],
                                      mode="markers", marker={"symbol": "circle", "size": 15, "color": "#FFD700",
@@ -314,8 +322,9 @@ def compare_figure(sel: Selection | None) -> go.Figure:
     return fig
 
 
-def ksweep_figure(sw: KSweep | None) -> go.Figure:
-    """Measured tokens/s against K with the closed-form curve for the measured alpha and c and the
+def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
+    """Measured tokens/s against K with the naive closed-form curve for the measured alpha and c, the
+    calibrated prediction of the cost model (``flat``: priced with a GPU-like flat verify) and the
     baseline; below, acceptance rate and mean alpha per K. The best measured K is starred."""
     title = "K sweep"
     if sw is None or not sw.runs:
@@ -331,9 +340,18 @@ def ksweep_figure(sw: KSweep | None) -> go.Figure:
                                         for r in sw.runs], hoverinfo="text"), row=1, col=1)
     if any(t is not None for t in sw.theory_tokens_per_s):
         fig.add_trace(go.Scatter(
-            name=f"closed form (α̂ = {sw.alpha:.2f}, ĉ = {sw.c:.3f})", x=ks, y=sw.theory_tokens_per_s, mode="lines",
-            line={"color": pal.THEORY, "width": 2, "dash": "dot"},
-            hovertemplate="K = %{x}: closed form %{y:.1f} tok/s<extra></extra>"), row=1, col=1)
+            name=f"naive closed form (α̂ = {sw.alpha:.2f}, ĉ = {sw.c:.3f})", x=ks, y=sw.theory_tokens_per_s,
+            mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"},
+            hovertemplate="K = %{x}: naive closed form %{y:.1f} tok/s<extra></extra>"), row=1, col=1)
+    for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
+        predicted = sw.predicted_flat_tokens_per_s if is_flat else sw.predicted_tokens_per_s
+        if not predicted or all(t is None for t in predicted):
+            continue
+        name = "calibrated, flat verify (GPU-like)" if is_flat else "calibrated prediction (measured verify curve)"
+        fig.add_trace(go.Scatter(
+            name=name, x=ks, y=predicted, mode="lines+markers", visible=True if is_flat == flat else "legendonly",
+            line={"color": pal.BASELINE if is_flat else pal.REJECTED, "width": 2.5}, marker={"size": 6, "symbol": "x"},
+            hovertemplate="K = %{x}: " + name + " %{y:.1f} tok/s<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(name=f"baseline ({sw.baseline_tokens_per_s:.1f} tok/s)", x=[ks[0], ks[-1]],
                              y=[sw.baseline_tokens_per_s] * 2, mode="lines",
                              line={"color": pal.BASELINE, "width": 2, "dash": "dash"}, hoverinfo="skip"), row=1, col=1)
@@ -351,7 +369,12 @@ def ksweep_figure(sw: KSweep | None) -> go.Figure:
     tk = sw.theory_k()
     sub = (f"drafter: {_esc(sw.drafter)} · best measured K = {sw.best_k}"
            + ("" if tk is None else f" · closed form's best K = {tk}"))
-    _style(fig, f"{title}: measured vs closed form<br><sup>{sub}</sup>", HEIGHT + 140, legend="right")
+    if sw.predicted_tokens_per_s and sw.runs:
+        errs = [abs(p / r.tokens_per_s - 1) for p, r in zip(sw.predicted_tokens_per_s, sw.runs)
+                if p is not None and r.tokens_per_s > 0]
+        if errs:
+            sub += f" · calibrated prediction within {100 * max(errs):.0f} % of measured at every K"
+    _style(fig, f"{title}: measured vs theory<br><sup>{sub}</sup>", HEIGHT + 140, legend="right")
     fig.update_xaxes(title_text="K (drafts per iteration)", dtick=1, row=2, col=1)
     fig.update_yaxes(title_text="tokens / s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=2, col=1)

@@ -3,7 +3,8 @@ the common approximation, and the latest Live run placed on the charts.
 
 ``build_theory_tab(ctx, tab)`` lays it out; ``update_theory`` is the one handler.
 
-Stable elem_ids: theory-k, theory-c, theory-refresh, theory-heatmap, theory-kcurves, theory-formulas, theory-md.
+Stable elem_ids: theory-k, theory-c, theory-refresh, theory-heatmap, theory-kcurves, theory-formulas, theory-md,
+theory-verify, theory-time, theory-cpu-md (the last three from ``cost_ui.build_cost_view``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from specdec_core import Trace
 from specdec_core.theory import approximate_speedup, break_even_alpha, estimate_alpha, estimate_c, optimal_k, speedup
 
 from .context import AppContext
+from .cost_ui import VERIFY_MEASURED, build_cost_view, cost_point
 from .lab_figures import MeasuredPoint, formula_figure, speedup_heatmap, speedup_vs_k_figure
 from .measures import measured_speedup
 from .tab_helpers import as_float, as_int
@@ -70,18 +72,20 @@ def theory_md(k: int, c: float, point: MeasuredPoint | None) -> str:
     return "\n\n".join(lines)
 
 
-def update_theory(k: Any, c: Any, trace_dict: dict | None) -> tuple[Any, Any, Any, str]:
-    """(heatmap, speedup-vs-K curves, exact-vs-approximate figure, markdown) for K, c and the latest run."""
+def update_theory(k: Any, c: Any, trace_dict: dict | None, verify: Any = VERIFY_MEASURED) -> tuple[Any, Any, Any, str]:
+    """(heatmap, speedup-vs-K curves, exact-vs-approximate figure, markdown) for K, c and the latest run
+    (with its calibrated prediction, priced with the measured or the flat verify curve)."""
     k_ = as_int("K", k, 1, THEORY_K_MAX)
     c_ = as_float("c", c, 0.0, 1.0)
-    point = measured_point(trace_dict)
+    point = cost_point(trace_dict, THEORY_K_MAX, verify)
     return (speedup_heatmap(k_, point), speedup_vs_k_figure(THEORY_ALPHAS, c_, THEORY_K_MAX, point),
             formula_figure(k_, c_, point), theory_md(k_, c_, point))
 
 
 def build_theory_tab(ctx: AppContext, tab: Any) -> None:
     gr.Markdown("### Theory explorer\nThe closed form for the expected speedup, drawn over α, c and K, with your "
-                "latest Live run placed on it.")
+                "latest Live run placed on it next to its calibrated prediction (this device's measured verify "
+                "curve, draft cost, overhead and prefill); below, where that run's time went.")
     k0, c0 = 4, 0.1
     with gr.Row():
         k = gr.Slider(1, THEORY_K_MAX, value=k0, step=1, label="K (heatmap and formulas)", elem_id="theory-k")
@@ -97,6 +101,7 @@ def build_theory_tab(ctx: AppContext, tab: Any) -> None:
             md_c = gr.Markdown(md, latex_delimiters=LATEX, elem_id="theory-md")
         with gr.Column(scale=1):
             formulas_p = gr.Plot(formulas, show_label=False, elem_id="theory-formulas")
+    verify = build_cost_view(ctx.latest_trace, (refresh.click, tab.select))   # where the time went
     outs = [heat_p, curves_p, formulas_p, md_c]
-    for trigger in (k.release, c.release, refresh.click, tab.select):
-        trigger(update_theory, [k, c, ctx.latest_trace], outs)
+    for trigger in (k.release, c.release, refresh.click, tab.select, verify.change):
+        trigger(update_theory, [k, c, ctx.latest_trace, verify], outs)

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .config import MAX_K, MAX_NEW_TOKENS, SpecConfig
+from .config import MAX_K, MAX_NEW_TOKENS, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY, SpecConfig, recommended_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,8 +17,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--draft", default="ngram",
                     help="'ngram' (default, prompt lookup), 'self' (the target drafts for itself), 'bundled', "
                          "a hub id or a local folder")
-    ap.add_argument("--k", type=int, default=4, help=f"draft tokens per iteration (1..{MAX_K})")
-    ap.add_argument("--adaptive-k", action="store_true", help="adapt K between iterations (K is the maximum)")
+    ap.add_argument("--k", type=int, default=RECOMMENDED_K_CAP,
+                    help=f"draft tokens per iteration, the maximum unless --k-policy fixed (1..{MAX_K}; "
+                         f"default {RECOMMENDED_K_CAP})")
+    ap.add_argument("--adaptive-k", action="store_true", help="same as --k-policy heuristic (K is the maximum)")
+    ap.add_argument("--k-policy", default="", choices=("", "fixed", "heuristic", "cost"),
+                    help="how K is chosen each iteration: fixed, heuristic (+2/-1) or cost (calibrated cost model; "
+                         f"K is the maximum); default {RECOMMENDED_K_POLICY} (heuristic with --adaptive-k)")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
@@ -55,8 +60,9 @@ def summary_lines(trace, baseline=None) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from .engine import baseline_generate, speculative_generate, warm_up
     from .models import ModelPool, encode_prompt, make_drafter, validate_model_id
-    cfg = SpecConfig(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                     max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k)
+    cfg = recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                             max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
+                             k_policy=args.k_policy)
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything

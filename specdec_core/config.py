@@ -5,20 +5,39 @@ from dataclasses import asdict, dataclass
 
 MAX_K = 64
 MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
+K_POLICIES = ("fixed", "heuristic", "cost")
+DEFAULT_K_POLICY = "fixed"   # SpecConfig(k=K) runs K drafts per iteration unless told otherwise (the
+                             # teaching tabs and the library rely on that)
+RECOMMENDED_K_POLICY = "cost"  # what the CLI (and the bench's "ours default") start with: measured best,
+RECOMMENDED_K_CAP = 10         # see the README's Performance section; 10 = transformers' prompt-lookup default
 
 
 @dataclass(frozen=True)
 class SpecConfig:
-    k: int = 4                  # draft tokens proposed per iteration (the upper bound when adaptive_k)
+    k: int = 4                  # draft tokens per iteration (fixed), the upper bound otherwise
     temperature: float = 0.0    # 0 = greedy; otherwise the softmax temperature of p and q
     top_k: int = 0              # keep the k most likely tokens; 0 = off
     top_p: float = 1.0          # nucleus: keep the smallest set with mass >= top_p; 1.0 = off
     max_new_tokens: int = 64    # hard stop; K is clipped to what remains
     seed: int = 0               # seeds a private torch.Generator: same seed => same trace
-    adaptive_k: bool = False    # transformers' heuristic: K += 2 after a clean sweep, K -= 1 otherwise
+    adaptive_k: bool = False    # shorthand for k_policy="heuristic" (kept for old callers and traces)
     full_trace: bool = True     # False keeps only what the stats need (token texts, top-10 lists skipped)
+    k_policy: str = ""          # "fixed" | "heuristic" (+2/-1) | "cost" (calibrated costs); "" = heuristic
+                                # if adaptive_k else DEFAULT_K_POLICY. Resolved on construction.
 
     def __post_init__(self) -> None:
+        policy = self.k_policy
+        if not isinstance(policy, str) or policy not in K_POLICIES + ("",):
+            raise ValueError(f"k_policy must be one of {', '.join(K_POLICIES)}, got {policy!r}")
+        if not isinstance(self.adaptive_k, bool):
+            raise ValueError(f"adaptive_k must be true or false, got {self.adaptive_k!r}")
+        if self.adaptive_k and policy not in ("", "heuristic"):
+            raise ValueError(f"adaptive_k=True means k_policy='heuristic'; it cannot be combined with "
+                             f"k_policy={policy!r}")
+        if not policy:
+            policy = "heuristic" if self.adaptive_k else DEFAULT_K_POLICY
+        object.__setattr__(self, "k_policy", policy)
+        object.__setattr__(self, "adaptive_k", policy == "heuristic")
         _check_int("k", self.k)
         if not 1 <= self.k <= MAX_K:
             raise ValueError(f"k must be between 1 and {MAX_K}, got {self.k}")
@@ -49,3 +68,12 @@ class SpecConfig:
 def _check_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer, got {value!r}")
+
+
+def recommended_config(**overrides: object) -> SpecConfig:
+    """The recommended settings for a real run: the cost-aware K policy capped at RECOMMENDED_K_CAP.
+    ``overrides`` win; ``k_policy=""`` means "not given", and ``adaptive_k=True`` selects the heuristic."""
+    kw: dict = {"k": RECOMMENDED_K_CAP, **{k: v for k, v in overrides.items() if not (k == "k_policy" and v == "")}}
+    if "k_policy" not in kw and not kw.get("adaptive_k"):
+        kw["k_policy"] = RECOMMENDED_K_POLICY
+    return SpecConfig(**kw)

@@ -19,6 +19,7 @@ import torch
 from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
 from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal, new_kv_cache
+from .kpolicy import make_k_policy
 from .proposal_check import checked_proposal
 from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
 from .timing import now_ms
@@ -162,6 +163,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
                           **(meta or {})},
                   prompt=prompt, prompt_ids=list(ids))
     st = trace.stats
+    k_policy = make_k_policy(cfg, target, drafter)   # "cost" calibrates here (once per process), before the clock
+    trace.calibration = k_policy.calibration
 
     t_run = now_ms(device)
     # prefill both caches with all but the last prompt token (the first iteration feeds that one)
@@ -170,11 +173,10 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     st.draft_forwards += drafter.start(ids)
     st.prefill_ms = now_ms(device) - t_run
     st.target_forwards = tgt.forwards
-    k_now = cfg.k
 
     while True:
         remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-        k_iter = min(k_now, remaining - 1)
+        k_iter, k_reason = k_policy.choose(remaining - 1)              # 0. how many drafts (kpolicy)
         t_iter = now_ms(device)
         # 1. draft
         prop: Proposal = (checked_proposal(drafter, ids, k_iter, policy, target, device)  # refuses bad proposals
@@ -252,7 +254,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         trace.iterations.append(IterationRecord(
             index=len(trace.iterations), start_len=len(ids), k=k_iter, drafts=records, resampled=resampled,
             bonus=bonus, emitted=emitted, draft_ms=draft_ms, verify_ms=verify_ms,
-            other_ms=max(0.0, it_end - t_iter - sum(draft_ms) - verify_ms), t_start_ms=t_iter - t_run))
+            other_ms=max(0.0, it_end - t_iter - sum(draft_ms) - verify_ms), t_start_ms=t_iter - t_run,
+            k_reason=k_reason))
         ids = new_ids
         trace.new_token_ids.extend(emitted)
         st.draft_forwards += prop.forwards
@@ -260,8 +263,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         st.drafted += n
         st.accepted += n_acc
         _finish_stats(trace, it_end - t_run)
-        if cfg.adaptive_k:
-            k_now = min(cfg.k, k_now + 2) if (n_acc == n and n > 0) else max(1, k_now - 1)
+        k_policy.observe(trace.iterations[-1])
         done = "eos" if (eos is not None and emitted and emitted[-1] == eos) else (
             "length" if len(ids) - prompt_len >= cfg.max_new_tokens else "")
         if done:

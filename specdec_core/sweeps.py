@@ -22,7 +22,7 @@ from .config import MAX_K, SpecConfig
 from .drafters import ModelDrafter, NGramDrafter
 from .engine import as_drafter, baseline_generate, speculative_generate, warm_up
 from .models import LoadedModel, ModelPool, check_tokenizer_compat
-from .theory import estimate_alpha, speedup
+from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
 from .trace import Trace
 
@@ -144,6 +144,9 @@ class KSweep:
     c: float | None              # mean draft forward / mean baseline one-token forward
     best_k: int                  # measured
     theory_tokens_per_s: list[float | None] = field(default_factory=list)  # baseline * speedup(alpha, K, c)
+    predicted_tokens_per_s: list[float | None] = field(default_factory=list)  # calibrated cost model, per K
+    predicted_flat_tokens_per_s: list[float | None] = field(default_factory=list)  # the same, verify made flat
+    verify_ms: list[float] = field(default_factory=list)   # the t_verify(n) curve used, n = 1..K_max + 1
 
     def theory_k(self) -> int | None:
         """K with the highest closed-form speedup for the measured alpha and c (ties: smallest)."""
@@ -163,8 +166,9 @@ def _check_k_values(k_values: Sequence[int]) -> list[int]:
 
 def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, k_values: Sequence[int],
             tokenizer: Any = None, on_progress: Progress | None = None) -> KSweep:
-    """Baseline once, then one speculative run per K (same prompt, settings and seed); the closed-form
-    curve uses alpha pooled over the runs and c = draft forward time / baseline token time."""
+    """Baseline once, then one speculative run per K (same prompt, settings and seed, fixed K); the
+    closed-form curve uses alpha pooled over the runs and c = draft forward time / baseline token time;
+    the calibrated curve prices each K with the cost model of ``theory`` (see ``calibrated_curves``)."""
     ks = _check_k_values(k_values)
     models = [target] + ([draft] if isinstance(draft, torch.nn.Module) and draft is not target else [])
     warm_up(*models)
@@ -175,7 +179,8 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     runs, traces = [], []
     name = ""
     for i, k in enumerate(ks):
-        run_cfg = SpecConfig(**{**cfg.to_dict(), "k": k, "full_trace": False})
+        run_cfg = SpecConfig(**{**cfg.to_dict(), "k": k, "full_trace": False, "k_policy": "fixed",
+                                "adaptive_k": False})
         trace = speculative_generate(target, draft, ids, run_cfg, tokenizer)
         name = trace.config.get("drafter", "")
         traces.append(trace)
@@ -191,7 +196,38 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     theory = [base.tokens_per_s * speedup(alpha, r.k, c) if alpha is not None and c is not None else None
               for r in runs]
     best = max(runs, key=lambda r: (r.tokens_per_s, -r.k)).k
-    return KSweep(name, runs, base.tokens_per_s, base_ms, alpha, c, best, theory)
+    sweep = KSweep(name, runs, base.tokens_per_s, base_ms, alpha, c, best, theory)
+    calibrated_curves(sweep, traces, base, target)
+    return sweep
+
+
+def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any, target: torch.nn.Module | None) -> None:
+    """Fill the sweep's calibrated prediction: one acceptance profile and one set of costs pooled over
+    all the runs (verify curve = the runs' own verify times merged with the target's calibration pass,
+    timed here if this process has none yet), each K priced for a job of the baseline's length. The
+    flat variant gives every verify the cost of a one-token forward (GPU-like)."""
+    from .calibration import calibrate
+    n_max = max(r.k for r in sweep.runs) + 1
+    curve = None
+    if target is not None:
+        try:
+            curve = calibrate(target, n_max).verify_ms
+        except (ValueError, RuntimeError, TypeError, AttributeError):
+            curve = None
+    with_base = []
+    for t in traces:
+        t.baseline = base
+        with_base.append(t)
+    try:
+        costs = costs_from_traces(with_base, curve, n_max)
+    except ValueError:
+        return
+    prof = acceptance_profile(traces)
+    n = len(base.new_token_ids)
+    sweep.verify_ms = list(costs.verify_ms)
+    sweep.predicted_tokens_per_s = [predicted_tokens_per_s(costs, prof, r.k, n) for r in sweep.runs]
+    flat = costs.flat()
+    sweep.predicted_flat_tokens_per_s = [predicted_tokens_per_s(flat, prof, r.k, n) for r in sweep.runs]
 
 
 def _k_run(k: int, trace: Trace, baseline_ids: list[int] | None) -> KRun:

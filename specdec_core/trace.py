@@ -65,6 +65,7 @@ class IterationRecord:
     verify_ms: float             # the one target forward over last token + drafts
     other_ms: float              # sampling math, bookkeeping, cache rollback, trace building
     t_start_ms: float = 0.0      # since the run started (prefill included), for a real time axis
+    k_reason: str = ""           # why this K (the K policy's one-line reason); "" in older traces
 
 
 @dataclass
@@ -104,11 +105,15 @@ class Trace:
     baseline: BaselineResult | None = None
     finish_reason: str = ""      # "eos" | "length" | "stopped" | "limit" (the app's run limit) | "" while running
     schema: str = SCHEMA
+    calibration: dict | None = None  # {"verify_ms": [t(1), t(2), ...], "context": int, ...}: the target's
+                                     # measured verify curve, when one was at hand (calibration.VerifyCurve)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         if self.baseline is None:
             del d["baseline"]
+        if self.calibration is None:
+            del d["calibration"]
         return d
 
     @classmethod
@@ -230,7 +235,10 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         k=_get(d, "k", where, int), drafts=drafts, resampled=resampled, bonus=bonus,
         emitted=_token_list(_get(d, "emitted", where, list), f"{where}.emitted", 65),
         draft_ms=[float(x) for x in draft_ms], verify_ms=_nonneg(d, "verify_ms", where),
-        other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True))
+        other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True),
+        k_reason=_get(d, "k_reason", where, str, True, ""))
+    if len(it.k_reason) > 500:
+        _fail(f"{where}.k_reason", "text too long")
     n_acc = sum(x.accepted for x in drafts)
     if any(x.accepted for x in drafts[n_acc:]) or not all(x.accepted for x in drafts[:n_acc]):
         _fail(where, "accepted drafts must form a prefix")
@@ -291,4 +299,22 @@ def _parse_trace(d: Any) -> Trace:
     return Trace(config=dict(config), prompt=_get(d, "prompt", "trace", str),
                  prompt_ids=_token_list(_get(d, "prompt_ids", "trace", list), "prompt_ids"),
                  iterations=iterations, new_token_ids=new_ids, text=_get(d, "text", "trace", str),
-                 stats=stats, baseline=baseline, finish_reason=finish)
+                 stats=stats, baseline=baseline, finish_reason=finish,
+                 calibration=_parse_calibration(_get(d, "calibration", "trace", dict, optional=True)))
+
+
+def _parse_calibration(c: dict | None) -> dict | None:
+    if c is None:
+        return None
+    v = _get(c, "verify_ms", "calibration", list)
+    if not 1 <= len(v) <= 128 or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                          and math.isfinite(x) and x >= 0 for x in v):
+        _fail("calibration.verify_ms", "expected 1 to 128 non-negative numbers")
+    out: dict = {"verify_ms": [float(x) for x in v]}
+    for key, value in c.items():
+        if key != "verify_ms":
+            if not (value is None or isinstance(value, (str, int, float, bool))) or (
+                    isinstance(value, str) and len(value) > 500) or len(str(key)) > 64:
+                _fail(f"calibration.{key}", "values must be short scalars")
+            out[str(key)] = value
+    return out

@@ -212,6 +212,9 @@ def test_teaching_tabs_each_run_once(page):
     pg.click("#theory-refresh")                  # the Live run of this session is placed on the plots
     pg.wait_for_function("() => (document.querySelector('#theory-md') || {}).innerText?.includes('Your latest run')",
                          timeout=30_000)
+    _wait_for_data(pg, "theory-time")            # where the time went, for that run
+    pg.wait_for_function("() => (document.querySelector('#theory-cpu-md') || {}).innerText?.includes('Your latest "
+                         "run')", timeout=30_000)
 
     pg.get_by_role("tab", name="Draft comparison").click()
     _set_number(pg, "compare-max-new", 8)

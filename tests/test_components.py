@@ -213,10 +213,15 @@ def test_theory_against_the_closed_form(trace):
     from specdec_core.theory import estimate_alpha, estimate_c
     fig = F.theory_figure(trace)
     a, c = estimate_alpha(trace), estimate_c(trace)
-    curve = _by_name(fig, "closed form")
+    curve = _by_name(fig, "naive closed form")
     assert list(curve.x) == list(range(1, 17))
     assert list(curve.y) == pytest.approx([expected_tokens(a, k) for k in range(1, 17)])
-    assert list(_by_name(fig, "closed-form speedup").y) == pytest.approx([speedup(a, k, c) for k in range(1, 17)])
+    assert list(_by_name(fig, "naive closed form E / (cK + 1)").y) == pytest.approx([speedup(a, k, c) for k in range(1, 17)])
+    from specdec_core.theory import predicted_speedup_curve
+    calibrated = _by_name(fig, "calibrated (this device's verify curve)")
+    assert list(calibrated.y) == pytest.approx(predicted_speedup_curve(trace, 16))
+    flat = _by_name(F.theory_figure(trace, flat=True), "calibrated, flat verify (GPU-like)")
+    assert all(f >= m - 1e-9 for f, m in zip(flat.y, calibrated.y))     # a flat verify never costs more here
     assert list(_by_name(fig, "measured").y) == pytest.approx([8 / 3])
     assert list(_by_name(fig, "measured speedup").y) == pytest.approx([114.0 / 66.5])
     assert f"{a:.3f}" in fig.layout.title.text

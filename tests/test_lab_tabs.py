@@ -143,6 +143,9 @@ def test_theory_with_and_without_a_run():
     heat, curves, formulas, md = tab_theory.update_theory(3, 0.2, trace.to_dict())
     assert "Your latest run" in md and "K = 3" in md
     assert any(t.name and "your latest run" in t.name for t in heat.data)
+    assert any(t.name == "calibrated prediction for your run" for t in curves.data)   # the cost model's curve
+    flat = tab_theory.update_theory(3, 0.2, trace.to_dict(), "flat (GPU-like)")[1]
+    assert any(t.name == "calibrated prediction, flat verify" for t in flat.data)
     assert tab_theory.measured_point({"schema": "bogus"}) is None
     with pytest.raises(gr.Error, match="K must be between"):
         tab_theory.update_theory(0, 0.1, None)
@@ -177,6 +180,7 @@ def test_ksweep_on_the_bundled_model(pool):
     assert [r[0].rstrip(" ★") for r in rows] == ["1", "2"] and sum("★" in r[0] for r in rows) == 1
     assert all(r[-1] == "yes" for r in rows)
     assert "Best measured K" in md and isinstance(fig, go.Figure)
+    assert "calibrated" in md and any(t.name == "calibrated prediction (measured verify curve)" for t in fig.data)
     with pytest.raises(gr.Error, match="could not load"):
         tab_ksweep.run_ksweep(pool, "bundled", "org/absent-model", "hi", True, 2, 0.0, 12, 0, progress=None)
 

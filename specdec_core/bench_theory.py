@@ -1,0 +1,300 @@
+"""Benchmark sections for the cost model and the K policies (issue 9), measured in one interleaved pass
+per prompt and drafter:
+
+- sides: the target-only baseline, fixed K = 1..K_max, the cost-aware policy and the +2/-1 heuristic
+  (both capped at K_max), every one run ``repeats`` times, the order alternating each round; every
+  side's greedy output is compared with the baseline's;
+- K sweep: the calibrated prediction (``sweeps.calibrated_curves``'s model: acceptance profile and costs
+  pooled over the fixed-K runs, verify curve merged with the target's calibration pass) against the
+  median measured tokens/s at each K, plus a leave-one-out prediction (K priced from the OTHER K's runs
+  only) and the naive closed form, for comparison;
+- a Live-like run (fixed K = ``live_k``, and the cost policy): ``theory.predict_speedup`` of each run
+  against its measured speedup over the same round's baseline;
+- policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means.
+
+Add a drafter to ``DRAFTERS`` (one line) and every section covers it.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .bench_measure import BenchPrompt, _machine_busy_s, geomean
+from .config import SpecConfig
+from .trace import Trace
+
+DrafterFactory = Callable[[torch.nn.Module], Any]
+
+
+def _ngram(target: torch.nn.Module) -> Any:
+    from .drafters import NGramDrafter
+    return NGramDrafter()
+
+
+def _self_draft(target: torch.nn.Module) -> Any:
+    from .drafters import ModelDrafter
+    return ModelDrafter(target, name="self")
+
+
+# (name, factory): the drafters every theory section runs. A trained draft for the bundled target is
+# one more line, e.g. ("trained", lambda t: ModelDrafter(load_bundled_draft(t), name="trained")).
+DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_draft)]
+
+PREDICTION_GOALS = {"median_k": 0.10, "every_k": 0.20, "live": 0.10}
+POLICY_GOALS = {"vs_best_fixed": 0.95, "vs_heuristic": 1.05}
+
+
+@dataclass(frozen=True)
+class TheorySettings:
+    ks: tuple[int, ...] = tuple(range(1, 9))
+    max_new_tokens: int = 64      # the Live tab's default
+    repeats: int = 2
+    live_k: int = 4               # the Live tab's default K
+    drafters: tuple[str, ...] = ("ngram", "self")
+
+
+def side_configs(ts: TheorySettings) -> dict[str, SpecConfig]:
+    n, cap = ts.max_new_tokens, max(ts.ks)
+    sides = {f"K={k}": SpecConfig(k=k, max_new_tokens=n, full_trace=False, k_policy="fixed") for k in ts.ks}
+    sides["cost"] = SpecConfig(k=cap, max_new_tokens=n, full_trace=False, k_policy="cost")
+    sides["heuristic"] = SpecConfig(k=cap, max_new_tokens=n, full_trace=False, k_policy="heuristic")
+    if f"K={ts.live_k}" not in sides:
+        sides[f"K={ts.live_k}"] = SpecConfig(k=ts.live_k, max_new_tokens=n, full_trace=False, k_policy="fixed")
+    return sides
+
+
+def measure_drafter(target: torch.nn.Module, tok: Any, ids: list[int], factory: DrafterFactory,
+                    ts: TheorySettings) -> tuple[list[Any], dict[str, list[Trace]]]:
+    """Interleaved rounds of the baseline and every side; returns the baselines and the traces per side
+    (each trace carries its round's baseline)."""
+    from .engine import baseline_generate, speculative_generate
+    sides = side_configs(ts)
+    names = ["baseline"] + list(sides)
+    bases: list[Any] = []
+    traces: dict[str, list[Trace]] = {s: [] for s in sides}
+    for r in range(ts.repeats + 1):                         # round 0 is the warm-up, not kept
+        round_traces: dict[str, Trace] = {}
+        base = None
+        for name in (names if r % 2 == 0 else names[::-1]):
+            if name == "baseline":
+                base = baseline_generate(target, ids, SpecConfig(max_new_tokens=ts.max_new_tokens, full_trace=False), tok)
+            else:
+                round_traces[name] = speculative_generate(target, factory(target), ids, sides[name], tok)
+        if r == 0:
+            continue
+        bases.append(base)
+        for name, tr in round_traces.items():
+            tr.baseline = base
+            traces[name].append(tr)
+    return bases, traces
+
+
+def _median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def sweep_rows(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], bases: list[Any],
+               ts: TheorySettings, calibrated: Sequence[float] | None) -> list[dict]:
+    """Per K: measured median tokens/s, calibrated prediction (all K pooled), leave-one-out prediction,
+    flat-verify prediction and the naive closed form."""
+    from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
+    n_max = max(ts.ks) + 1
+    fixed = {k: traces[f"K={k}"] for k in ts.ks}
+    pooled = [t for k in ts.ks for t in fixed[k]]
+    costs = costs_from_traces(pooled, calibrated, n_max)
+    prof = acceptance_profile(pooled)
+    n_tokens = round(_median([len(b.new_token_ids) for b in bases]))
+    alphas = [a for a in (estimate_alpha(t) for t in pooled) if a is not None]
+    alpha = sum(alphas) / len(alphas) if alphas else 0.0
+    base_tps = _median([b.tokens_per_s for b in bases])
+    token_ms = [ms for b in bases for ms in b.token_ms[1:]]
+    c = costs.draft_ms / (sum(token_ms) / len(token_ms)) if token_ms else 0.0
+    rows = []
+    for k in ts.ks:
+        others = [t for j in ts.ks if j != k for t in fixed[j]]
+        loo = predicted_tokens_per_s(costs_from_traces(others, calibrated, n_max), acceptance_profile(others), k,
+                                     n_tokens) if others else None
+        measured = _median([t.stats.tokens_per_s for t in fixed[k]])
+        pred = predicted_tokens_per_s(costs, prof, k, n_tokens)
+        rows.append({"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "k": k,
+                     "measured": measured, "measured_min": min(t.stats.tokens_per_s for t in fixed[k]),
+                     "measured_max": max(t.stats.tokens_per_s for t in fixed[k]),
+                     "predicted": pred, "error": pred / measured - 1 if measured > 0 else None,
+                     "predicted_loo": loo, "error_loo": (loo / measured - 1) if loo and measured > 0 else None,
+                     "predicted_flat": predicted_tokens_per_s(costs.flat(), prof, k, n_tokens),
+                     "closed_form": base_tps * speedup(min(1.0, alpha), k, c),
+                     "tokens_per_iteration": _median([t.stats.mean_tokens_per_iteration for t in fixed[k]]),
+                     "same_as_baseline": all(t.new_token_ids == t.baseline.new_token_ids for t in fixed[k])})
+    return rows
+
+
+def live_rows(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], ts: TheorySettings,
+              calibrated: Sequence[float] | None) -> list[dict]:
+    """A Live-like run (fixed K = live_k, and the cost policy): predicted vs measured speedup, median
+    over rounds of each round's pair."""
+    from .theory import predict_speedup
+    rows = []
+    for side in (f"K={ts.live_k}", "cost"):
+        meas, pred = [], []
+        for t in traces[side]:
+            if t.baseline is None or t.baseline.tokens_per_s <= 0:
+                continue
+            p = predict_speedup(t, calibrated)
+            if p is not None:
+                meas.append(t.stats.tokens_per_s / t.baseline.tokens_per_s)
+                pred.append(p)
+        if meas:
+            m, p = _median(meas), _median(pred)
+            rows.append({"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "side": side,
+                         "measured_speedup": m, "predicted_speedup": p, "error": p / m - 1})
+    return rows
+
+
+def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], ts: TheorySettings) -> dict:
+    tps = {name: _median([t.stats.tokens_per_s for t in ts_]) for name, ts_ in traces.items()}
+    best_k = max(ts.ks, key=lambda k: (tps[f"K={k}"], -k))
+    best = tps[f"K={best_k}"]
+    ks_used = [it.k for t in traces["cost"] for it in t.iterations]
+    return {"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "best_fixed_k": best_k,
+            "best_fixed": best, "cost": tps["cost"], "heuristic": tps["heuristic"],
+            "cost_vs_best": tps["cost"] / best if best > 0 else None,
+            "cost_vs_heuristic": tps["cost"] / tps["heuristic"] if tps["heuristic"] > 0 else None,
+            "cost_mean_k": sum(ks_used) / len(ks_used) if ks_used else None,
+            "same_as_baseline": all(t.new_token_ids == t.baseline.new_token_ids
+                                    for name in ("cost", "heuristic") for t in traces[name])}
+
+
+def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt], ts: TheorySettings,
+               log: Callable[[str], None] = lambda m: None) -> dict:
+    """All theory sections over ``prompts`` and the drafters named in ``ts.drafters``; a JSON-able dict."""
+    from .calibration import calibrate
+    from .models import encode_prompt
+    factories = dict(DRAFTERS)
+    unknown = [d for d in ts.drafters if d not in factories]
+    if unknown:
+        raise ValueError(f"unknown drafter(s) {unknown}; choose from {', '.join(factories)}")
+    t0 = time.perf_counter()
+    curve = calibrate(target, max(ts.ks) + 1)          # the cost policy's pass, also the model's verify curve
+    log(f"  calibration: t_verify(1..{max(ts.ks) + 1}) = {', '.join(f'{v:.1f}' for v in curve.verify_ms)} ms "
+        f"({time.perf_counter() - t0:.0f} s)")
+    out: dict = {"settings": {"ks": list(ts.ks), "max_new_tokens": ts.max_new_tokens, "repeats": ts.repeats,
+                              "live_k": ts.live_k, "drafters": list(ts.drafters)},
+                 "calibration": curve.to_dict(), "sweep": [], "live": [], "policies": []}
+    for prompt in prompts:
+        ids = encode_prompt(tok, prompt.text, chat=True)
+        for name in ts.drafters:
+            t1, c1, busy1 = time.perf_counter(), time.process_time(), _machine_busy_s()
+            bases, traces = measure_drafter(target, tok, ids, factories[name], ts)
+            wall, busy2 = time.perf_counter() - t1, _machine_busy_s()
+            others = None if busy1 is None or busy2 is None or wall <= 0 else max(
+                0.0, (busy2 - busy1 - (time.process_time() - c1)) / wall)
+            out.setdefault("others_cores", []).append({"prompt": prompt.name, "drafter": name, "cores": others})
+            out["sweep"] += sweep_rows(prompt, name, traces, bases, ts, curve.verify_ms)
+            out["live"] += live_rows(prompt, name, traces, ts, curve.verify_ms)
+            out["policies"].append(policy_row(prompt, name, traces, ts))
+            p = out["policies"][-1]
+            log(f"  theory / {prompt.name} / {name}: {time.perf_counter() - t1:.0f} s; best fixed K={p['best_fixed_k']} "
+                f"{p['best_fixed']:.1f} tok/s, cost {p['cost']:.1f}, heuristic {p['heuristic']:.1f}")
+    out["summary"] = summarize_theory(out)
+    return out
+
+
+def summarize_theory(out: dict) -> dict:
+    """Per drafter: prediction error at the median K and the worst K (medians over prompts of the
+    per-prompt errors, and the worst single one), Live-like prediction errors, policy ratios."""
+    summary: dict = {}
+    drafters = list(dict.fromkeys(r["drafter"] for r in out["sweep"]))
+    for d in drafters:
+        rows = [r for r in out["sweep"] if r["drafter"] == d and r["error"] is not None]
+        ks = sorted({r["k"] for r in rows})
+        k_med = ks[(len(ks) - 1) // 2] if ks else None
+        med = [abs(r["error"]) for r in rows if r["k"] == k_med]
+        every = [abs(r["error"]) for r in rows]
+        loo = [abs(r["error_loo"]) for r in rows if r["error_loo"] is not None]
+        live = [abs(r["error"]) for r in out["live"] if r["drafter"] == d]
+        pol = [r for r in out["policies"] if r["drafter"] == d]
+        vs_best = [r["cost_vs_best"] for r in pol if r["cost_vs_best"]]
+        vs_heur = [r["cost_vs_heuristic"] for r in pol if r["cost_vs_heuristic"]]
+        summary[d] = {
+            "median_k": k_med, "error_at_median_k": max(med) if med else None,
+            "error_every_k": max(every) if every else None, "error_loo_every_k": max(loo) if loo else None,
+            "live_error": max(live) if live else None,
+            "cost_vs_best_min": min(vs_best) if vs_best else None,
+            "cost_vs_best_geomean": geomean(vs_best) if vs_best else None,
+            "cost_vs_heuristic_geomean": geomean(vs_heur) if vs_heur else None,
+            "met": {
+                "median_k": bool(med) and max(med) <= PREDICTION_GOALS["median_k"],
+                "every_k": bool(every) and max(every) <= PREDICTION_GOALS["every_k"],
+                "live": bool(live) and max(live) <= PREDICTION_GOALS["live"],
+                "vs_best_fixed": bool(vs_best) and min(vs_best) >= POLICY_GOALS["vs_best_fixed"],
+                "vs_heuristic": bool(vs_heur) and geomean(vs_heur) >= POLICY_GOALS["vs_heuristic"]}}
+    return summary
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.0f} %"
+
+
+def _abs_pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
+
+
+def render_theory(out: dict) -> str:
+    """The theory sections as markdown."""
+    cal = out["calibration"]
+    s = out["settings"]
+    busy = [b["cores"] for b in out.get("others_cores", []) if b["cores"] is not None]
+    lines = [f"## Cost model and K policies ({s['max_new_tokens']} new tokens, greedy, {s['repeats']} measured "
+             f"rounds after a warm-up round, sides interleaved)", "",
+             ("Other processes kept " + ", ".join(f"{b:.2f}" for b in busy) + " cores busy during the passes "
+              "(one value per prompt and drafter)." if busy else "Other processes' CPU use was not measured."), "",
+             "Calibration pass, one target forward over n new tokens after a "
+             f"{cal['context']}-token cache (median of {cal['repeats']}): "
+             + ", ".join(f"n={n}: {v:.1f}" for n, v in enumerate(cal["verify_ms"], 1)) + " ms.", "",
+             "K sweep: tokens/s measured (median [min–max]) vs the calibrated prediction (acceptance and costs "
+             "pooled over all K; error), the leave-one-out prediction (priced from the other K's runs only), "
+             "the same model with a flat (GPU-like) verify, and the naive closed form E/(cK+1).", "",
+             "| prompt | drafter | K | measured | calibrated | error | leave-one-out | error | flat verify "
+             "| naive closed form | tokens/iter | same output |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in out["sweep"]:
+        loo = "–" if r["predicted_loo"] is None else f"{r['predicted_loo']:.1f}"
+        lines.append(f"| {r['prompt']} | {r['drafter']} | {r['k']} | {r['measured']:.1f} [{r['measured_min']:.1f}–"
+                     f"{r['measured_max']:.1f}] | {r['predicted']:.1f} | {_pct(r['error'])} | {loo} | "
+                     f"{_pct(r['error_loo'])} | {r['predicted_flat']:.1f} | {r['closed_form']:.1f} | "
+                     f"{r['tokens_per_iteration']:.2f} | {'yes' if r['same_as_baseline'] else 'NO'} |")
+    lines += ["", "Live-like runs: measured speedup over the same round's baseline vs `theory.predict_speedup` "
+                  "(median over rounds).", "", "| prompt | drafter | run | measured | predicted | error |",
+              "|---|---|---|---|---|---|"]
+    for r in out["live"]:
+        lines.append(f"| {r['prompt']} | {r['drafter']} | {r['side']} | ×{r['measured_speedup']:.2f} | "
+                     f"×{r['predicted_speedup']:.2f} | {_pct(r['error'])} |")
+    lines += ["", "K policies (cap = the largest K of the sweep): tokens/s, median over rounds.", "",
+              "| prompt | drafter | best fixed K | its tok/s | cost-aware | ÷ best fixed | heuristic | cost ÷ heuristic "
+              "| cost's mean K | same output |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in out["policies"]:
+        mk = "–" if r["cost_mean_k"] is None else f"{r['cost_mean_k']:.1f}"
+        lines.append(f"| {r['prompt']} | {r['drafter']} | {r['best_fixed_k']} | {r['best_fixed']:.1f} | {r['cost']:.1f} "
+                     f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | {mk} | "
+                     f"{'yes' if r['same_as_baseline'] else 'NO'} |")
+    lines += ["", "Summary against the targets:", "",
+              "| drafter | error at median K (≤ 10 %) | worst K (≤ 20 %) | worst K, leave-one-out | Live-like (≤ 10 %) "
+              "| cost ÷ best fixed, worst prompt (≥ 0.95) | cost ÷ heuristic, geo. mean (≥ 1.05) |",
+              "|---|---|---|---|---|---|---|"]
+    yes = {True: "met", False: "NOT met"}
+    for d, v in out["summary"].items():
+        def cell(x: float | None, key: str, pct: bool = True) -> str:
+            if x is None:
+                return "–"
+            return (f"{100 * x:.0f} %" if pct else f"{x:.2f}") + f" ({yes[v['met'][key]]})"
+        lines.append(f"| {d} | {cell(v['error_at_median_k'], 'median_k')} (K={v['median_k']}) | "
+                     f"{cell(v['error_every_k'], 'every_k')} | "
+                     f"{_abs_pct(v['error_loo_every_k'])} | "
+                     f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
+                     f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} |")
+    return "\n".join(lines)

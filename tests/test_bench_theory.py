@@ -1,0 +1,66 @@
+"""The cost-model / K-policy bench sections on tiny in-process models (seconds): the interleaved pass,
+the rows and summary they print, and the command's settings."""
+import pytest
+import torch
+
+from conftest import make_tiny_lm
+from specdec_core import bench, bench_theory as bt
+from specdec_core.bench_measure import BenchPrompt
+
+PROMPT = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
+
+
+@pytest.fixture(scope="module")
+def target():
+    torch.set_num_threads(1)
+    return make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
+
+
+def test_theory_pass_rows_summary_and_markdown(target):
+    ts = bt.TheorySettings(ks=(1, 2, 3), max_new_tokens=12, repeats=1, live_k=2)
+    p = BenchPrompt("p", "extractive", "unused")
+    from specdec_core.calibration import calibrate
+    curve = calibrate(target, 4, context=16, repeats=1)
+    out = {"settings": {"ks": [1, 2, 3], "max_new_tokens": 12, "repeats": 1, "live_k": 2, "drafters": ["ngram"]},
+           "calibration": curve.to_dict(), "sweep": [], "live": [], "policies": []}
+    for name, factory in bt.DRAFTERS:
+        bases, traces = bt.measure_drafter(target, None, PROMPT, factory, ts)
+        assert set(traces) == {"K=1", "K=2", "K=3", "cost", "heuristic"} and len(bases) == 1
+        assert all(t.baseline is bases[0] for ts_ in traces.values() for t in ts_)
+        assert {it.k_reason.split(":")[0] for t in traces["cost"] for it in t.iterations} == {"cost"}
+        out["sweep"] += bt.sweep_rows(p, name, traces, bases, ts, curve.verify_ms)
+        out["live"] += bt.live_rows(p, name, traces, ts, curve.verify_ms)
+        out["policies"].append(bt.policy_row(p, name, traces, ts))
+    rows = [r for r in out["sweep"] if r["drafter"] == "ngram"]
+    assert [r["k"] for r in rows] == [1, 2, 3]
+    assert all(r["same_as_baseline"] for r in out["sweep"])          # greedy: every side equals the baseline
+    assert all(r["predicted"] > 0 and r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1) for r in rows)
+    assert {r["side"] for r in out["live"]} <= {"K=2", "cost"}
+    pol = out["policies"][0]
+    assert pol["cost_vs_best"] == pytest.approx(pol["cost"] / pol["best_fixed"])
+    out["summary"] = bt.summarize_theory(out)
+    assert out["summary"]["ngram"]["median_k"] == 2
+    md = bt.render_theory(out)
+    assert "| p | ngram | 2 |" in md and "cost ÷ best fixed" in md and "n=1:" in md
+
+
+def test_summary_applies_the_targets():
+    sweep = [{"drafter": "d", "k": k, "error": e, "error_loo": e} for k, e in ((1, 0.15), (2, 0.05), (3, -0.25))]
+    live = [{"drafter": "d", "error": 0.02}]
+    pol = [{"drafter": "d", "cost_vs_best": 0.97, "cost_vs_heuristic": 1.2},
+           {"drafter": "d", "cost_vs_best": 1.0, "cost_vs_heuristic": 1.0}]
+    s = bt.summarize_theory({"sweep": sweep, "live": live, "policies": pol})["d"]
+    assert s["median_k"] == 2 and s["error_at_median_k"] == pytest.approx(0.05)
+    assert s["error_every_k"] == pytest.approx(0.25)
+    assert s["met"] == {"median_k": True, "every_k": False, "live": True, "vs_best_fixed": True,
+                        "vs_heuristic": True}
+
+
+def test_cli_theory_settings_and_refusals(capsys):
+    s = bench.settings_from_args(bench.build_parser().parse_args(["--quick"]))
+    assert s.theory and s.compare and s.theory_ks == (1, 2, 3, 4) and s.theory_repeats == 1
+    assert s.theory_drafters == tuple(n for n, _ in bt.DRAFTERS)
+    s = bench.settings_from_args(bench.build_parser().parse_args(["--only", "theory"]))
+    assert s.theory and not s.compare and s.theory_ks == tuple(range(1, 9)) and s.theory_max_new_tokens == 64
+    assert bench.main(["--theory-drafters", "nope"]) == 2
+    assert "unknown or no theory drafter" in capsys.readouterr().err

@@ -1,0 +1,228 @@
+"""The calibrated cost model (theory), the calibration pass and the K policies, on hand-made timings
+and tiny in-process models."""
+import json
+
+import pytest
+import torch
+
+from conftest import make_tiny_lm
+from specdec_core import NGramDrafter, SpecConfig, speculative_generate
+from specdec_core.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
+from specdec_core.kpolicy import CostAwareK, FixedK, HeuristicK, make_k_policy
+from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
+                                 costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
+                                 merge_verify_curve, predict_speedup, predicted_speedup, predicted_tokens_per_s,
+                                 proposal_lengths, speedup, time_split)
+from specdec_core.trace import (BaselineResult, DraftRecord, IterationRecord, Stats, Trace)
+
+CPU_CURVE = (39.7, 61.4, 76.4, 58.8, 53.5, 53.6, 53.7, 53.8, 55.0)   # this CPU: 2-3 tokens are slow
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.4, 0.9, 1.0])
+@pytest.mark.parametrize("k", [1, 3, 7])
+@pytest.mark.parametrize("c", [0.0, 0.05, 0.5])
+def test_flat_verify_reduces_to_the_closed_form(alpha, k, c):
+    costs = Costs((1.0,), draft_ms=c).flat()
+    prof = AcceptanceProfile.constant(alpha)
+    assert expected_tokens_profile(prof, k) == pytest.approx(expected_tokens(alpha, k))
+    assert predicted_speedup(costs, prof, k) == pytest.approx(speedup(alpha, k, c))
+    assert predicted_speedup(Costs(CPU_CURVE, draft_ms=c * 39.7), prof, k) <= speedup(alpha, k, c) + 1e-9
+
+
+def test_per_position_acceptance_and_proposals():
+    prof = AcceptanceProfile((0.5, 1.0, 0.0), (1.0, 0.5))
+    # L = 0 never, L = 1 w.p. 0.5, L >= 2 w.p. 0.5 (then 0.25 / 0.25 for 2 / 3 at K = 3)
+    assert proposal_lengths(prof, 3) == pytest.approx([0.0, 0.5, 0.25, 0.25])
+    # tokens: L=1 -> 1 + .5 ; L=2 -> 1 + .5 + .5 ; L=3 -> 1 + .5 + .5 + 0
+    assert expected_tokens_profile(prof, 3) == pytest.approx(0.5 * 1.5 + 0.25 * 2.0 + 0.25 * 2.0)
+    costs = Costs((10.0, 20.0, 30.0, 40.0), draft_ms=1.0, draft_per_token=True, overhead_ms=2.0)
+    assert iteration_ms(costs, prof, 3) == pytest.approx(2.0 + 0.5 * (1 + 20) + 0.25 * (2 + 30) + 0.25 * (3 + 40))
+    lookup = Costs((10.0, 20.0, 30.0, 40.0), draft_ms=1.0, draft_per_token=False)
+    assert iteration_ms(lookup, prof, 3) == pytest.approx(1.0 + 0.5 * 20 + 0.25 * 30 + 0.25 * 40)
+    assert costs.t_verify(6) == pytest.approx(60.0)      # the last slope, extrapolated
+
+
+def test_prefill_and_baseline_enter_the_prediction():
+    costs = Costs((10.0,), prefill_ms=100.0, baseline_prefill_ms=50.0, baseline_overhead_ms=5.0)
+    prof = AcceptanceProfile.constant(1.0)
+    # K = 1, every draft accepted: 2 tokens per 10 ms iteration; 20 tokens = 10 iterations = 100 ms + 100 prefill
+    assert predicted_tokens_per_s(costs, prof, 1, n_tokens=20) == pytest.approx(1000 * 20 / 200)
+    assert predicted_speedup(costs, prof, 1, n_tokens=20) == pytest.approx((20 / 200) / (20 / (50 + 20 * 15)))
+
+
+def test_the_cpu_curve_makes_k_3_to_7_cheaper_than_1_and_2():
+    prof = AcceptanceProfile.constant(0.6)
+    costs = Costs(CPU_CURVE, draft_ms=0.05, draft_per_token=False)
+    k = best_k(costs, prof, 8)
+    assert k >= 3
+    assert predicted_tokens_per_s(costs, prof, 3) > predicted_tokens_per_s(costs, prof, 1)
+    # with a flat verify and a costly draft the optimum moves as the closed form says
+    assert best_k(Costs((1.0,), draft_ms=0.3).flat(), prof, 8) == max(range(1, 9), key=lambda k: speedup(0.6, k, 0.3))
+
+
+def test_merge_prefers_the_runs_own_times_and_rescales_the_calibration():
+    curve = merge_verify_curve({1: [20.0] * 3, 3: [35.0]}, [10.0, 12.0, 14.0, 16.0], 5)
+    assert curve[0] == 20.0                       # own mean (3 samples)
+    assert curve[1] == pytest.approx(24.0)        # calibration x 2 (the run is twice as slow)
+    assert curve[2] == pytest.approx(28.0)        # one own sample is too few: the scaled calibration wins
+    assert curve[4] == pytest.approx(36.0)        # beyond the calibration and the run: the last slope
+    with pytest.raises(ValueError, match="no verify timing"):
+        merge_verify_curve({}, None, 2)
+
+
+def _d(alpha, accepted, tested=True):
+    return DraftRecord(0, "", 1.0, alpha, alpha, None, accepted, tested)
+
+
+def _hand_trace():
+    """Two iterations at K = 2 with exact timings: verify 30 ms (3 tokens), 1 ms lookups, 4 ms other."""
+    its = [IterationRecord(0, 5, 2, [_d(1.0, True), _d(1.0, True)], None, None, [0, 0, 1], [1.0], 30.0, 4.0),
+           IterationRecord(1, 8, 2, [_d(1.0, True), _d(0.0, False)], None, None, [0, 1], [1.0], 30.0, 4.0)]
+    st = Stats(new_tokens=5, iterations=2, drafted=4, accepted=3, wall_ms=100.0 + 2 * 35.0, prefill_ms=100.0,
+               tokens_per_s=5 / 0.17)
+    base = BaselineResult([1] * 5, "", [110.0, 15.0, 15.0, 15.0, 15.0], 170.0, 5 / 0.17)
+    return Trace(config={"k": 2}, prompt="", prompt_ids=[1] * 5, iterations=its, new_token_ids=[0, 0, 1, 0, 1],
+                 stats=st, baseline=base)
+
+
+def test_prediction_is_the_identity_on_a_run_that_matches_its_model():
+    tr = _hand_trace()
+    prof = acceptance_profile([tr])
+    assert prof.accept == (1.0, 0.5)
+    costs = costs_from_traces([tr], calibrated_verify=[10.0, 20.0, 30.0])
+    assert costs.t_verify(3) == 30.0 and costs.draft_ms == 1.0 and not costs.draft_per_token
+    assert costs.overhead_ms == pytest.approx(4.0) and costs.prefill_ms == 100.0
+    # 2.5 tokens per 35 ms iteration: exactly what was measured, and so is the baseline
+    sp = time_split(tr)
+    assert (sp.prefill, sp.draft, sp.verify, sp.overhead) == (100.0, 2.0, 60.0, 8.0)
+    assert predict_speedup(tr, [10.0, 20.0, 30.0]) == pytest.approx(1.0)
+    b = baseline_split(tr, t1=10.0)
+    assert (b.prefill, b.verify, b.overhead) == (95.0, 50.0, 25.0)
+    flat = predict_speedup(tr, [10.0, 20.0, 30.0], flat=True)
+    assert flat == pytest.approx((5 / (100 + 2 * (1 + 10 + 4))) / (5 / 170))   # verify at t1 = 10 ms
+
+
+def test_trace_round_trip_with_k_reason_and_calibration(tiny_pair):
+    target, draft = tiny_pair
+    cfg = SpecConfig(k=3, max_new_tokens=12, k_policy="cost")
+    tr = speculative_generate(target, draft, [1, 2, 3, 4], cfg)
+    assert all(it.k_reason.startswith("cost:") for it in tr.iterations)
+    assert tr.calibration is not None and len(tr.calibration["verify_ms"]) >= 4
+    back = Trace.from_dict(json.loads(json.dumps(tr.to_dict())))
+    assert back.to_dict() == tr.to_dict()
+    old = tr.to_dict()                                  # an older trace: no k_reason, no calibration, no k_policy
+    del old["calibration"]
+    del old["config"]["k_policy"]
+    for it in old["iterations"]:
+        del it["k_reason"]
+    assert Trace.from_dict(old).iterations[0].k_reason == ""
+    bad = tr.to_dict()
+    bad["calibration"]["verify_ms"] = [-1.0]
+    with pytest.raises(ValueError, match="calibration.verify_ms"):
+        Trace.from_dict(bad)
+
+
+def test_config_k_policy_and_adaptive_k():
+    assert SpecConfig().k_policy in ("fixed", "cost", "heuristic")
+    assert SpecConfig(adaptive_k=True).k_policy == "heuristic"
+    assert SpecConfig(k_policy="heuristic").adaptive_k is True
+    assert SpecConfig(k_policy="cost").adaptive_k is False
+    cfg = SpecConfig(k_policy="cost")
+    assert SpecConfig(**cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="k_policy"):
+        SpecConfig(k_policy="fast")
+    with pytest.raises(ValueError, match="adaptive_k=True"):
+        SpecConfig(adaptive_k=True, k_policy="cost")
+    from specdec_core.config import recommended_config
+    assert (recommended_config().k, recommended_config().k_policy) == (10, "cost")
+    assert recommended_config(k_policy="", k=3).k_policy == "cost"
+    assert recommended_config(adaptive_k=True).k_policy == "heuristic"
+    assert recommended_config(k_policy="fixed").k_policy == "fixed"
+
+
+def test_heuristic_policy_matches_the_plus_two_minus_one_schedule():
+    pol = HeuristicK(6)
+    seen = []
+    for accepted in ([True, True, True, True, True, True], [True, False], [False], [True, True, True, True]):
+        k, why = pol.choose(100)
+        seen.append(k)
+        drafts = [_d(1.0 if a else 0.0, a) for a in accepted][:k]
+        pol.observe(IterationRecord(0, 1, k, drafts, None, None, [0], [], 1.0, 0.0))
+    assert seen == [6, 6, 5, 4] and pol.why == "heuristic: all 4 drafts accepted, K 4 → 6 (+2, cap 6)"
+    assert FixedK(4).choose(2) == (2, "fixed K = 4, clipped to 2: 3 token(s) left")
+
+
+def _observe(pol, k, accepted, verify_ms, proposed=None):
+    n = k if proposed is None else proposed
+    drafts = []
+    for j in range(n):
+        ok = j < accepted
+        drafts.append(_d(1.0 if ok else 0.0, ok, tested=j <= accepted))
+    pol.observe(IterationRecord(0, 1, k, drafts, None, None, [0], [0.05], verify_ms, 1.0))
+
+
+def test_cost_policy_picks_the_obviously_right_k():
+    # always accepted, flat verify, free drafts: the cap
+    pol = CostAwareK(8, [10.0] * 9, 0.05, draft_per_token=False)
+    for _ in range(5):
+        k, _ = pol.choose(100)
+        _observe(pol, k, k, 10.0)
+    assert pol.choose(100)[0] == 8
+    # never accepted: K = 0 (one target forward) beats paying for longer verifies, then a probe later
+    pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
+    ks = []
+    for _ in range(20):
+        k, why = pol.choose(100)
+        ks.append(k)
+        _observe(pol, k, 0, CPU_CURVE[k] if k else CPU_CURVE[0])
+    assert ks[-1] == 0 or "probe" in why
+    assert ks.count(0) >= 12 and pol.probe_gap >= 8          # failed probes: the wait doubles (2, 4, 8, ...)
+    probes = [i for i, k in enumerate(ks) if k > 0 and i > 6]     # after the first failures: spaced probes
+    assert len(probes) >= 1 and all(b - a >= 3 for a, b in zip(probes, probes[1:]))
+    # acceptance 0.6 on the CPU curve: K >= 3 (2-3 token verifies are slower than 4-8 token ones)
+    pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
+    pol.acc.num, pol.acc.den = {j: 6.0 for j in range(1, 9)}, {j: 10.0 for j in range(1, 9)}
+    k, why = pol.choose(100)
+    assert k >= 3 and f"K = {k} predicts" in why
+    # an expensive model draft (c = 1) on a flat GPU-like curve: drafting never pays, K = 0
+    pol = CostAwareK(8, [10.0] * 9, 10.0, draft_per_token=True)
+    assert pol.choose(100)[0] == 0
+    assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
+
+
+def test_calibration_times_each_size_and_is_cached(one_thread):
+    model = make_tiny_lm(vocab_size=32, seed=3, layers=2)
+    cache = CalibrationCache()
+    curve = calibrate(model, 5, context=16, repeats=2, cache=cache)
+    assert len(curve.verify_ms) == 5 and all(v > 0 for v in curve.verify_ms)
+    assert curve.key == model_key(model) and curve.key[1:] == ("cpu", "float32")
+    assert calibrate(model, 3, cache=cache) is curve                 # covered: no new measurement
+    assert cache.get(model, 6) is None
+    assert calibrate(model, 6, context=16, repeats=1, cache=cache).verify_ms.__len__() == 6
+    other = make_tiny_lm(vocab_size=32, seed=3, layers=2)
+    assert cache.get(other) is None                                   # another in-process model
+    with pytest.raises(ValueError):
+        measure_verify_curve(model, 0)
+
+
+def test_cost_policy_keeps_greedy_outputs_exact(tiny_pair):
+    target, draft = tiny_pair
+    from specdec_core import baseline_generate
+    base = baseline_generate(target, [1, 2, 3, 4], SpecConfig(max_new_tokens=24))
+    for drafter in (draft, NGramDrafter()):
+        tr = speculative_generate(target, drafter, [1, 2, 3, 4], SpecConfig(k=5, max_new_tokens=24, k_policy="cost"))
+        assert tr.new_token_ids == base.new_token_ids
+        assert all(0 <= it.k <= 5 for it in tr.iterations)
+    pol = make_k_policy(SpecConfig(k=3, k_policy="heuristic"), target, NGramDrafter())
+    assert isinstance(pol, HeuristicK)
+
+
+def test_interior_sizes_are_interpolated_and_the_baseline_keeps_its_own_time():
+    curve = merge_verify_curve({1: [10.0] * 3, 5: [50.0] * 3}, None, 6)
+    assert curve == pytest.approx((10.0, 20.0, 30.0, 40.0, 50.0, 60.0))
+    tr = _hand_trace()
+    tr.iterations[1].verify_ms = 30.0
+    # the baseline's own per-token time (15 ms) prices the baseline even when the run's t1 is larger
+    costs = costs_from_traces([tr], calibrated_verify=[40.0, 50.0, 30.0])
+    assert costs.t1 == pytest.approx(40.0) and costs.baseline_per_token == pytest.approx(15.0)
+    assert predict_speedup(tr, [40.0, 50.0, 30.0]) == pytest.approx(1.0)
