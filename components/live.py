@@ -8,7 +8,7 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 from __future__ import annotations
 
 import html
-import threading
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,11 +18,13 @@ import gradio as gr
 
 from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
+from specdec_core.models import FairLock
 from specdec_core.trained_draft import trained_draft_for
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
+from .limits import RunClock, RunLimits, acquire_in_turn
 from .summary import summary_html
 from .tokens import tokens_html
 from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration, render_trace,
@@ -101,13 +103,13 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
     if key == PAIR_TRAINED:
         t = pool.get("bundled")
         draft = trained_draft_for(t.model)   # DraftFilesError (a RuntimeError) names the file and the fix
-        dm = LoadedModel("bundled|trained-draft", "trained draft", draft, t.tokenizer, threading.Lock())
+        dm = LoadedModel("bundled|trained-draft", "trained draft", draft, t.tokenizer, FairLock())
         return Pair(key, t, dm, {"target": t.label, "draft": "the trained draft (specdec_core/assets/smollm2_draft)",
                                  "pair": key})
     if key == PAIR_SELF:
         t = pool.get("bundled")
         return Pair(key, t, t, {"target": t.label, "draft": f"{t.label} (the same model)", "pair": key})
-    if key.startswith("preset:") and key[7:].isdigit() and int(key[7:]) < len(PRESETS):
+    if isinstance(key, str) and key.startswith("preset:") and key[7:].isdigit() and int(key[7:]) < len(PRESETS):
         preset = PRESETS[int(key[7:])]
         t = pool.get(preset.target)
         d = pool.get(preset.draft)
@@ -116,10 +118,12 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
         except ValueError as e:
             raise ValueError(f"{preset.label}: the draft and target tokenizers differ ({e})") from e
         return Pair(key, t, d, {"target": t.label, "draft": d.label, "pair": key})
-    raise ValueError(f"unknown model pair {key!r}")
+    raise ValueError(f"unknown model pair {key!r:.80}")
 
 
 def pair_label(key: str) -> str:
+    if not isinstance(key, str):
+        return f"{key!r:.80}"
     return dict((v, k) for k, v in pair_choices()).get(key, key)
 
 
@@ -146,9 +150,9 @@ def _status(text: str, kind: str = "info") -> str:
 
 def _as_int(name: str, value: Any) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
+    if isinstance(value, float) and not math.isfinite(value) or value != int(value):
+        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
     return int(value)
 
 
@@ -158,22 +162,22 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
-        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_}")
+        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
-        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_}")
+        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_!r:.80}")
     if (temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float))
             or temperature != temperature):
-        raise gr.Error(f"temperature must be a number, got {temperature!r}")
+        raise gr.Error(f"temperature must be a number, got {temperature!r:.80}")
     if not 0 <= temperature <= UI_MAX_TEMPERATURE:
-        raise gr.Error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature:g}")
+        raise gr.Error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature!r:.80}")
     if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or top_p != top_p:
-        raise gr.Error(f"top-p must be a number, got {top_p!r}")
+        raise gr.Error(f"top-p must be a number, got {top_p!r:.80}")
     if not 0 < top_p <= 1:
-        raise gr.Error(f"top-p must be in (0, 1] (1 = off), got {top_p:g}")
+        raise gr.Error(f"top-p must be in (0, 1] (1 = off), got {top_p!r:.80}")
     if top_k_ < 0:
-        raise gr.Error(f"top-k must be 0 (off) or more, got {top_k_}")
+        raise gr.Error(f"top-k must be 0 (off) or more, got {top_k_!r:.80}")
     if seed_ < 0 or seed_ >= 2**63:
-        raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_}")
+        raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
@@ -182,8 +186,14 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
 
 
 def encode_for(pair: Pair, prompt: Any, chat: bool, max_new_tokens: int) -> list[int]:
+    if prompt is not None and not isinstance(prompt, str):
+        raise gr.Error(f"The prompt must be text, got {type(prompt).__name__}.")
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("The prompt is empty: type something (or pick an example).")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise gr.Error(f"The prompt is not valid text: character {e.start} is a lone surrogate.") from e
     if len(prompt) > MAX_PROMPT_CHARS:
         raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
     try:
@@ -289,12 +299,13 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     ids = encode_for(pair, prompt, chat, cfg.max_new_tokens)
     control.update(new_control())
     tok = pair.target.tokenizer
-    models = pair.locks()
-    if any(m.lock.locked() for m in models):
-        yield (*[gr.skip()] * (N_VIEW_OUTPUTS + 2), _status("Waiting for another viewer's run on this model to finish…"))
-    held = acquire_locks(models, LOCK_WAIT_S)
+    limits = RunLimits.from_env()
+    held = yield from acquire_in_turn(pair.locks(), LOCK_WAIT_S,
+                                      lambda msg: (*[gr.skip()] * (N_VIEW_OUTPUTS + 2), _status(msg)))
+    clock = RunClock(limits)                 # the run's time limit counts from here, not from the wait
     trace: Trace | None = None
     baseline_dropped = False
+    cut = ""                                 # the limit this run reached, if any
     pacer = Pacer(frame_s, figure_s)
     try:
         stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
@@ -303,6 +314,9 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             for trace in stream:
                 if control["stop"] and not trace.finish_reason:
                     trace.finish_reason = "stopped"
+                    break
+                if not trace.finish_reason and (cut := clock.exceeded(trace.stats.new_tokens)):
+                    trace.finish_reason = "limit"     # cut here; the trace so far is kept
                     break
                 kind = "full" if hold_s else pacer()
                 if trace.finish_reason or not kind:
@@ -317,15 +331,16 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
             stream.close()
         if trace is None:
             raise gr.Error("The engine produced no iteration.")
-        if with_baseline and not control["stop"]:
+        if with_baseline and not control["stop"] and not cut:
             yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…")
             pacer = Pacer(frame_s, figure_s)
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)
             try:
                 for base in base_stream:
-                    if control["stop"]:
+                    if control["stop"] or (clock.elapsed() >= limits.max_seconds):
                         trace.baseline = None    # an incomplete baseline would skew the comparison
                         baseline_dropped = True
+                        cut = "" if control["stop"] else clock.exceeded(0)
                         break
                     trace.baseline = base
                     kind = pacer()
@@ -334,12 +349,19 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                                               full=kind == "full")
             finally:
                 base_stream.close()
-    except (RuntimeError, ValueError) as e:
-        raise gr.Error(f"Generation failed: {e}") from e
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
+        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+                       else f"Generation failed: {type(e).__name__}: {e}") from e
     finally:
         for m in reversed(held):
             m.lock.release()
-    if trace.finish_reason == "stopped":
+    if trace.finish_reason == "limit":
+        done = f"Stopped at the limit ({cut}): kept what was produced."
+    elif cut:
+        done = f"Stopped at the limit during the baseline ({cut}): kept the speculative run, dropped the baseline."
+    elif trace.finish_reason == "stopped":
         done = "Stopped: kept what was produced."
     elif baseline_dropped:
         done = "Stopped during the baseline: kept the speculative run, dropped the incomplete baseline."
@@ -426,7 +448,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
                   slow, viewer.pace]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
-                  concurrency_id="live-run", show_progress="hidden")
+                  concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     stop_btn.click(stop_live, inputs=[control], outputs=[status], queue=False)
     viewer.wire_steps(step_live, ctx.latest_trace, extra=[control])
     return viewer

@@ -67,7 +67,7 @@ def identical_to_baseline(trace: Trace) -> bool | None:
     if b is None or not b.new_token_ids:
         return None
     n = len(trace.new_token_ids)
-    if trace.finish_reason == "stopped":
+    if trace.finish_reason in ("stopped", "limit"):
         return b.new_token_ids[:n] == trace.new_token_ids
     return b.new_token_ids == trace.new_token_ids
 

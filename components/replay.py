@@ -33,8 +33,11 @@ def read_trace_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Trac
         raise ValueError(f"the file is {size / 1e6:.1f} MB; traces up to {max_bytes / 1e6:.0f} MB are accepted")
     if size == 0:
         raise ValueError("the file is empty")
-    with open(path, "rb") as f:
-        raw = f.read(max_bytes + 1)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        raise ValueError(f"cannot read the file: {e.strerror or e}") from e
     if len(raw) > max_bytes:
         raise ValueError(f"the file is larger than {max_bytes / 1e6:.0f} MB")
     try:
@@ -74,7 +77,7 @@ def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
     """An example trace by file name; only names that ``list_examples`` returns are accepted."""
     names = {e.name for e in list_examples(folder)}
     if name not in names:
-        raise ValueError(f"unknown example {name!r}")
+        raise ValueError(f"unknown example {name!r:.80}")
     return read_trace_file(folder / name)
 
 

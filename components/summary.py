@@ -8,7 +8,7 @@ from specdec_core import Trace
 
 from .measures import identical_to_baseline, measured_speedup
 
-FINISH = {"eos": "end of sequence", "length": "max new tokens reached", "stopped": "stopped by you", "": "running…"}
+FINISH = {"eos": "end of sequence", "length": "max new tokens reached", "stopped": "stopped by you", "limit": "stopped at the run limit", "": "running…"}
 
 
 def _esc(x: object) -> str:

@@ -26,6 +26,7 @@ from specdec_core import Trace
 
 from .anatomy import N_STAGES, anatomy_figure
 from .figures import FIGURE_IDS, all_figures, pq_figure, residual_figure, resolve_index
+from .limits import prune_exports
 from .summary import summary_html
 from .tokens import tokens_html
 
@@ -259,6 +260,8 @@ def target_index(value: float | None, delta: int, n: int) -> int | None:
     """The 0-based iteration after moving ``delta`` from slider position ``value`` (1-based), clamped."""
     if n == 0:
         return None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        raise gr.Error(f"The iteration must be a number between 1 and {n}, got {value!r:.80}")
     current = int(round(value)) - 1 if value is not None else n - 1
     return min(max(current + delta, 0), n - 1)
 
@@ -281,19 +284,9 @@ def export_trace(trace_dict: dict | None, folder: str | None = None) -> str:
         raise gr.Error("Nothing to export yet: run a prompt first.")
     folder = folder or os.path.join(tempfile.gettempdir(), "specdec-exports")
     os.makedirs(folder, exist_ok=True)
-    _prune(folder, EXPORT_MAX_AGE_S)
+    prune_exports(folder, EXPORT_MAX_AGE_S)          # bounded by age, size and count (components/limits.py)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     fd, path = tempfile.mkstemp(prefix=f"specdec-trace-{stamp}-", suffix=".json", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(trace_dict, f, ensure_ascii=False, indent=1)
     return path
-
-
-def _prune(folder: str, max_age_s: float) -> None:
-    cutoff = time.time() - max_age_s
-    for entry in os.scandir(folder):
-        try:
-            if entry.name.startswith("specdec-trace-") and entry.stat().st_mtime < cutoff:
-                os.remove(entry.path)
-        except OSError:
-            pass   # another session removed it first

@@ -20,6 +20,7 @@ from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
 from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal, new_kv_cache
 from .kpolicy import make_k_policy
+from .proposal_check import checked_proposal
 from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
 from .timing import now_ms
 from .trace import (BaselineResult, BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Stats, Trace)
@@ -178,7 +179,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         k_iter, k_reason = k_policy.choose(remaining - 1)              # 0. how many drafts (kpolicy)
         t_iter = now_ms(device)
         # 1. draft
-        prop: Proposal = drafter.propose(ids, k_iter, policy) if k_iter > 0 else Proposal([], None)
+        prop: Proposal = (checked_proposal(drafter, ids, k_iter, policy, target, device)  # refuses bad proposals
+                          if k_iter > 0 else Proposal([], None))
         drafts = prop.tokens
         n = len(drafts)
         # 2. verify: one target forward over [unseen tokens] + drafts -> n+1 distributions

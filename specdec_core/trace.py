@@ -103,7 +103,7 @@ class Trace:
     text: str = ""
     stats: Stats = field(default_factory=Stats)
     baseline: BaselineResult | None = None
-    finish_reason: str = ""      # "eos" | "length" | "stopped" | "" while running
+    finish_reason: str = ""      # "eos" | "length" | "stopped" | "limit" (the app's run limit) | "" while running
     schema: str = SCHEMA
     calibration: dict | None = None  # {"verify_ms": [t(1), t(2), ...], "context": int, ...}: the target's
                                      # measured verify curve, when one was at hand (calibration.VerifyCurve)
@@ -294,7 +294,7 @@ def _parse_trace(d: Any) -> Trace:
             wall_ms=_nonneg(bd, "wall_ms", "baseline"), tokens_per_s=_nonneg(bd, "tokens_per_s", "baseline"),
             target_forwards=_get(bd, "target_forwards", "baseline", int, True, 0))
     finish = _get(d, "finish_reason", "trace", str, True, "")
-    if finish not in ("", "eos", "length", "stopped"):
+    if finish not in ("", "eos", "length", "stopped", "limit"):
         _fail("finish_reason", f"unknown value {finish!r}")
     return Trace(config=dict(config), prompt=_get(d, "prompt", "trace", str),
                  prompt_ids=_token_list(_get(d, "prompt_ids", "trace", list), "prompt_ids"),
