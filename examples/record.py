@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.live import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_NGRAM, PAIR_SELF, resolve_pair  # noqa: E402
+from components.live import (EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_NGRAM, PAIR_SELF, PAIR_TRAINED,  # noqa: E402
+                             resolve_pair)
 from specdec_core import (ModelPool, SpecConfig, Trace, baseline_generate, encode_prompt,  # noqa: E402
                           speculative_generate, warm_up)
 
@@ -38,6 +39,9 @@ RECIPES = (
            PAIR_SELF, OPEN_PROMPTS[0], SpecConfig(k=4, temperature=0.0, max_new_tokens=40, seed=0)),
     Recipe("sampling_t08.json", "n-gram drafter while sampling at temperature 0.8: many rejections (top-p 0.95, K=6)",
            PAIR_NGRAM, EXTRACTIVE_PROMPTS[1], SpecConfig(k=6, temperature=0.8, top_p=0.95, max_new_tokens=64, seed=1)),
+    Recipe("trained_draft_t07.json", "the trained draft while sampling at temperature 0.7: real p ≠ q, rejections and "
+           "residual samples (K=4)", PAIR_TRAINED, OPEN_PROMPTS[0],
+           SpecConfig(k=4, temperature=0.7, max_new_tokens=64, seed=0)),
 )
 
 
@@ -58,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    ap.add_argument("--only", nargs="*", default=None, help="record only these example files")
     args = ap.parse_args(argv)
     import torch
     if args.threads:
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     pool = ModelPool(allow_local=False)
     warm_up(pool.get("bundled").model)
     for recipe in RECIPES:
+        if args.only is not None and recipe.file not in args.only:
+            continue
         trace = record(recipe, pool, args.threads)
         path = args.out / recipe.file
         path.write_text(json.dumps(trace.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

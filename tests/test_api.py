@@ -58,7 +58,7 @@ def test_generate_returns_a_valid_trace_and_a_summary(pool):
     ({"temperature": float("nan")}, "temperature must be a number, got nan"),
     ({"top_p": "0.9"}, "top-p must be a number"), ({"max_new_tokens": 10_000}, "max new tokens must be between 1"),
     ({"seed": -3}, "seed must be a non-negative integer"), ({"chat": "false"}, "chat must be true or false"),
-    ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|ngram"),
+    ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|trained, bundled|ngram"),
     ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
 ])
 def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
