@@ -334,7 +334,7 @@ def test_examples_ship_and_load():
         out = replay_example(name)
         assert len(out) == 13 and "example" in out[12]
     drafters = {t.config["drafter"] for t in traces.values()}
-    assert {"ngram", "self"} <= drafters
+    assert {"ngram", "self", "trained"} <= drafters
     assert any(t.config["temperature"] > 0 for t in traces.values())
     assert any(t.config["drafter"] == "ngram" and t.config["temperature"] == 0 for t in traces.values())
 
