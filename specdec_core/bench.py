@@ -103,7 +103,7 @@ class BenchSettings:
     theory_ks: tuple[int, ...] = tuple(range(1, 9))
     theory_max_new_tokens: int = 64
     theory_repeats: int = 2
-    theory_drafters: tuple[str, ...] = ("ngram", "self")
+    theory_drafters: tuple[str, ...] = ("ngram", "self", "trained")
 
 
 @dataclass

@@ -62,7 +62,7 @@ class TheorySettings:
     max_new_tokens: int = 64      # the Live tab's default
     repeats: int = 2
     live_k: int = 4               # the Live tab's default K
-    drafters: tuple[str, ...] = ("ngram", "self", "trained")
+    drafters: tuple[str, ...] = ("ngram", "self")   # the bench command adds "trained" (bundled target only)
 
 
 def side_configs(ts: TheorySettings) -> dict[str, SpecConfig]:
