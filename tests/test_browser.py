@@ -115,6 +115,9 @@ def test_live_run_step_export_replay(page, tmp_path):
     assert pg.locator("#tokens b").count() == 0
     n_iter = pg.locator("#tokens .sd-stream .sd-it").count()
     assert n_iter >= 2
+    # the default pair is the bundled model + its trained draft: real rejections are visible
+    assert "trained draft" in pg.input_value("#pair input")
+    assert pg.locator("#tokens .sd-stream .sd-rej").count() >= 1
     assert pg.get_attribute("#tokens .sd-sel", "data-it") == str(n_iter - 1)
     assert _plot_title(pg, "plot-pq").startswith(f"Iteration {n_iter}:")
     pg.screenshot(path=str(ROOT / "docs" / "screenshot.png"), full_page=True)
@@ -140,7 +143,7 @@ def test_live_run_step_export_replay(page, tmp_path):
     pg.get_by_role("option", name="distilgpt2 → gpt2-large (Hugging Face Hub)").click()
     pg.wait_for_function("() => (document.querySelector('#pair-status') || {}).innerText?.includes('Keeping')",
                          timeout=60_000)
-    assert "n-gram" in pg.input_value("#pair input")
+    assert "trained draft" in pg.input_value("#pair input")
 
     # Replay: load an example with one click, then refuse a malformed upload with a clear message
     pg.get_by_role("tab", name="Replay").click()
