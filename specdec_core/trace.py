@@ -11,6 +11,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .config import MAX_K
+
 SCHEMA = "specdec-trace/1"
 MAX_ITERATIONS = 10_000
 MAX_TOKENS = 20_000
@@ -239,6 +241,8 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         k_reason=_get(d, "k_reason", where, str, True, ""))
     if len(it.k_reason) > 500:
         _fail(f"{where}.k_reason", "text too long")
+    if not 0 <= it.k <= MAX_K:
+        _fail(f"{where}.k", f"must be between 0 and {MAX_K}, got {it.k}")
     n_acc = sum(x.accepted for x in drafts)
     if any(x.accepted for x in drafts[n_acc:]) or not all(x.accepted for x in drafts[:n_acc]):
         _fail(where, "accepted drafts must form a prefix")
@@ -263,6 +267,8 @@ def _parse_trace(d: Any) -> Trace:
     config = _get(d, "config", "trace", dict)
     for key, kind in (("k", int), ("temperature", float), ("max_new_tokens", int)):
         _get(config, key, "config", kind)
+    if not 1 <= config["k"] <= MAX_K:   # figures loop over K: an untrusted huge K must not hang them
+        _fail("config.k", f"must be between 1 and {MAX_K}, got {config['k']}")
     for key in config:
         if not isinstance(key, str) or len(key) > 64:
             _fail("config", "keys must be short strings")
