@@ -119,9 +119,13 @@ def save_draft(draft: torch.nn.Module, folder: str, card: dict) -> list[str]:
     rest["draft_vocab"] = draft.draft_vocab.to(torch.int32).cpu().contiguous()
     files.append("head.safetensors")
     save_file(rest, os.path.join(folder, files[-1]))
-    with open(os.path.join(folder, CARD), "w") as f:
-        json.dump({**card, "files": files}, f, indent=1)
+    write_card(folder, {**card, "files": files})
     return files
+
+
+def write_card(folder: str, card: dict) -> None:
+    with open(os.path.join(folder, CARD), "w") as f:
+        json.dump(card, f, indent=1)
 
 
 class DraftFilesError(RuntimeError):

@@ -11,7 +11,7 @@ import torch
 from ..config import SpecConfig
 from ..engine import speculative_generate
 from ..models import encode_prompt
-from ..trained_draft import build_draft, load_bundled_draft, save_draft
+from ..trained_draft import build_draft, load_bundled_draft, save_draft, write_card
 from .data import Example, generate_dataset
 from .prompts import heldout_prompts
 from .train import build_vocab, distill
@@ -74,7 +74,7 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
         "seed": args.seed,
     }
-    save_draft(draft, args.out, {**card, "measured": None})
+    card["files"] = save_draft(draft, args.out, {**card, "measured": None})
     shipped = load_bundled_draft(target, args.out)          # measure what was written (fp16 round trip)
     with bar(2 * len(held) * args.eval_tokens, "3/3 measure") as b:
         measured = {}
@@ -84,5 +84,5 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
             b.update(len(held) * args.eval_tokens)
     card["measured"] = {"heldout_prompts": len(held), "new_tokens_each": args.eval_tokens, **measured}
     card["total_seconds"] = round(time.time() - t_start, 1)
-    save_draft(draft, args.out, card)
+    write_card(args.out, card)                              # the weights are already written
     return card
