@@ -27,7 +27,7 @@ from specdec_core import Trace
 from specdec_core.engine import stream_baseline, stream_speculative
 
 from .gpu import gpu_task
-from .limits import RunClock, RunLimits
+from .limits import RunClock, RunLimits, run_on
 from .live import (DEFAULT_PAIR, LOCK_WAIT_S, Pool, acquire_locks, encode_for, make_config, pair_choices,
                    resolve_pair)
 from .replay import MAX_BYTES
@@ -50,7 +50,7 @@ def pair_keys() -> list[str]:
 
 def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adaptive_k: bool = False,
              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-             chat: bool = True, baseline: bool = False) -> tuple[dict, str]:
+             chat: bool = True, baseline: bool = False, k_policy: str = "") -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
     and a one-line summary.
@@ -58,8 +58,8 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
     Parameters:
         prompt: the text to continue (as one chat turn when chat is true)
         pair: target <- draft pair, a key of the Live tab's selector, e.g. "bundled|ngram" (SmolLM2-135M + prompt lookup) or "bundled|self"
-        k: drafts per iteration, 1-16 (the cap when adaptive_k is true)
-        adaptive_k: the K policy: false = fixed K; true = adapt K between iterations (+2 after a clean sweep, -1 otherwise)
+        k: drafts per iteration, 1-16 (the cap unless the K policy is fixed)
+        adaptive_k: shorthand for k_policy: false = fixed K; true = "heuristic" (+2 after a clean sweep, -1 otherwise)
         temperature: 0 = greedy, up to 5
         top_k: keep the k most likely tokens, 0 = off
         top_p: nucleus mass in (0, 1], 1 = off
@@ -67,6 +67,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         seed: same seed, same trace
         chat: wrap the prompt in the model's chat template
         baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
+        k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" = as adaptive_k says
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
@@ -75,7 +76,11 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         raise gr.Error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
     if not isinstance(prompt, str):
         raise gr.Error(f"prompt must be text, got {prompt!r}")
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, _flag("adaptive_k", adaptive_k))
+    adaptive = _flag("adaptive_k", adaptive_k)
+    if k_policy not in ("", None) and adaptive and k_policy != "heuristic":
+        raise gr.Error(f"adaptive_k=true means k_policy='heuristic'; it cannot be combined with k_policy={k_policy!r:.40}")
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed,
+                      adaptive if k_policy in ("", None) else k_policy)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
     try:
         p = resolve_pair(pool, pair)
@@ -85,7 +90,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
     limits = RunLimits.from_env()
     held = acquire_locks(p.locks(), LOCK_WAIT_S)
     clock = RunClock(limits)                  # a run past SPECDEC_MAX_RUN_S / _TOKENS is cut, its trace kept
-    try:
+    with run_on(held):
         tok = p.target.tokenizer
         trace, cut = _limited(stream_speculative(p.target.model, p.drafter(), ids, cfg, tok, prompt=prompt,
                                                  meta=p.meta), lambda t: clock.exceeded(t.stats.new_tokens))
@@ -95,14 +100,6 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
             base, cut = _limited(stream_baseline(p.target.model, ids, cfg, tok),
                                  lambda b: "" if clock.elapsed() < limits.max_seconds else "time")
             trace.baseline = None if cut else base    # an incomplete baseline would skew the comparison
-    except gr.Error:
-        raise
-    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
-        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
-                       else f"Generation failed: {type(e).__name__}: {e}") from e
-    finally:
-        for m in reversed(held):
-            m.lock.release()
     return trace.to_dict(), summary_line(trace)
 
 

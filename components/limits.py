@@ -11,9 +11,10 @@ and the page says "stopped at the limit".
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,23 @@ def acquire_in_turn(models: Sequence[Any], timeout: float, frame: Callable[[str]
         for m in reversed(held):
             m.lock.release()
         raise
+
+
+@contextlib.contextmanager
+def run_on(held: Sequence[Any]) -> Iterator[None]:
+    """The body of one run on the models in ``held`` (locked, in order): a drafter or forward that fails
+    ends the run with a "Generation failed" message for the page (a ``gr.Error`` passes as it is), and
+    the locks are released in reverse order whatever happens."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
+        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+                       else f"Generation failed: {type(e).__name__}: {e}") from e
+    finally:
+        for m in reversed(held):
+            m.lock.release()
 
 
 def prune_exports(folder: str, max_age_s: float = EXPORT_MAX_AGE_S, max_bytes: int | None = None,

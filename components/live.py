@@ -16,15 +16,17 @@ from typing import Any, Protocol
 
 import gradio as gr
 
-from specdec_core import (MAX_K, PRESETS, LoadedModel, ModelDrafter, NGramDrafter, SpecConfig, Trace,
+from specdec_core import (MAX_K, PRESETS, LoadedModel, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
+from specdec_core.config import K_POLICIES
+from specdec_core.drafters import model_drafter
 from specdec_core.models import FairLock
-from specdec_core.trained_draft import trained_draft_for
+from specdec_core.trained_draft import SHIPPED, shipped_draft_for
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
-from .limits import RunClock, RunLimits, acquire_in_turn
+from .limits import RunClock, RunLimits, acquire_in_turn, run_on
 from .summary import summary_html
 from .tokens import tokens_html
 from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration, render_trace,
@@ -33,7 +35,9 @@ from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state
 PAIR_NGRAM = "bundled|ngram"
 PAIR_SELF = "bundled|self"
 PAIR_TRAINED = "bundled|trained"
-DEFAULT_PAIR = PAIR_TRAINED   # shows the most: real p ≠ q, rejections, residuals
+PAIR_FEATURE = "bundled|feature"
+SHIPPED_PAIRS = {PAIR_FEATURE: "feature", PAIR_TRAINED: "trained"}   # pair key -> shipped draft key
+DEFAULT_PAIR = PAIR_FEATURE   # shows the most: real p ≠ q, rejections, residuals
 UI_MAX_K = 16
 UI_MAX_NEW_TOKENS = 512
 UI_MAX_TEMPERATURE = 5.0
@@ -68,7 +72,8 @@ def new_control() -> dict:
 
 def pair_choices() -> list[tuple[str, str]]:
     """(label, key) for the pair selector: bundled + n-gram, bundled drafting for itself, hub presets."""
-    return ([("SmolLM2-135M + its trained draft", PAIR_TRAINED),
+    return ([("SmolLM2-135M + its trained draft (reads the target's features, EAGLE-style)", PAIR_FEATURE),
+             ("SmolLM2-135M + its trained token-only draft", PAIR_TRAINED),
              ("SmolLM2-135M (bundled) + n-gram prompt lookup", PAIR_NGRAM),
              ("SmolLM2-135M drafting for itself (pitfall: the draft costs as much as the target)", PAIR_SELF)]
             + [(f"{p.label} (Hugging Face Hub)", f"preset:{i}") for i, p in enumerate(PRESETS)])
@@ -85,8 +90,8 @@ class Pair:
         """A fresh drafter for one run (drafters keep per-run state such as a KV cache)."""
         if self.draft_model is None:
             return NGramDrafter()
-        return ModelDrafter(self.draft_model.model, name="self" if self.draft_model is self.target else (
-            "trained" if self.key == PAIR_TRAINED else "model"))
+        return model_drafter(self.draft_model.model, name="self" if self.draft_model is self.target else (
+            SHIPPED_PAIRS.get(self.key, "model")))
 
     def locks(self) -> list[LoadedModel]:
         """The models to lock for a run, each once, in a fixed order (no deadlock between two pairs)."""
@@ -100,12 +105,12 @@ def resolve_pair(pool: Pool, key: str) -> Pair:
     if key == PAIR_NGRAM:
         t = pool.get("bundled")
         return Pair(key, t, None, {"target": t.label, "draft": "n-gram prompt lookup", "pair": key})
-    if key == PAIR_TRAINED:
+    if isinstance(key, str) and key in SHIPPED_PAIRS:
         t = pool.get("bundled")
-        draft = trained_draft_for(t.model)   # DraftFilesError (a RuntimeError) names the file and the fix
-        dm = LoadedModel("bundled|trained-draft", "trained draft", draft, t.tokenizer, FairLock())
-        return Pair(key, t, dm, {"target": t.label, "draft": "the trained draft (specdec_core/assets/smollm2_draft)",
-                                 "pair": key})
+        name = SHIPPED_PAIRS[key]
+        draft = shipped_draft_for(name, t.model)   # DraftFilesError (a RuntimeError) names the file and the fix
+        dm = LoadedModel(f"bundled|{name}-draft", SHIPPED[name], draft, t.tokenizer, FairLock())
+        return Pair(key, t, dm, {"target": t.label, "draft": SHIPPED[name], "pair": key})
     if key == PAIR_SELF:
         t = pool.get("bundled")
         return Pair(key, t, t, {"target": t.label, "draft": f"{t.label} (the same model)", "pair": key})
@@ -156,9 +161,27 @@ def _as_int(name: str, value: Any) -> int:
     return int(value)
 
 
+K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
+                    ("cost-aware: the K with the most predicted tokens/s", "cost")]
+
+
+def k_policy_of(value: Any) -> str:
+    """The K policy from the UI or the API: a policy name, None (a cleared field: fixed), or a bool (the
+    older "adaptive K" switch: true = the +2/−1 heuristic, false = fixed K)."""
+    if value is None:
+        return "fixed"
+    if isinstance(value, bool):
+        return "heuristic" if value else "fixed"
+    if isinstance(value, str) and value in K_POLICIES:
+        return value
+    raise gr.Error(f"K policy must be one of {', '.join(K_POLICIES)}, got {value!r:.80}")
+
+
 def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
-                adaptive_k: bool) -> SpecConfig:
-    """The UI's numbers as a validated SpecConfig; any problem becomes a gr.Error naming the setting."""
+                k_policy: Any) -> SpecConfig:
+    """The UI's numbers as a validated SpecConfig; any problem becomes a gr.Error naming the setting.
+    ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in ``k_policy_of``."""
+    policy = k_policy_of(k_policy)
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
@@ -180,7 +203,7 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
         raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
-                          max_new_tokens=max_new_, seed=seed_, adaptive_k=bool(adaptive_k), full_trace=True)
+                          max_new_tokens=max_new_, seed=seed_, k_policy=policy, full_trace=True)
     except ValueError as e:
         raise gr.Error(f"Bad setting: {e}") from e
 
@@ -280,7 +303,7 @@ def _hold(seconds: float, control: dict) -> None:
         time.sleep(min(0.05, max(0.0, end - time.monotonic())))
 
 
-def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, temperature: Any, top_k: Any,
+def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
              control: dict | None, slow_motion: bool = False, pace: Any = None, *, frame_s: float = FRAME_S,
              figure_s: float = FIGURE_S) -> Iterator[tuple]:
@@ -290,7 +313,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     generated. Outputs: viewer outputs, trace state, download, status. The time spent rendering (and
     waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, adaptive_k)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy)
     hold_s = check_pace(pace) if slow_motion else 0.0
     try:
         pair = resolve_pair(pool, pair_key)
@@ -307,7 +330,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
     baseline_dropped = False
     cut = ""                                 # the limit this run reached, if any
     pacer = Pacer(frame_s, figure_s)
-    try:
+    with run_on(held):
         stream = stream_speculative(pair.target.model, pair.drafter(), ids, cfg, tok, prompt=prompt,
                                     meta=pair.meta)
         try:
@@ -349,14 +372,6 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, adaptive_k: bool, t
                                               full=kind == "full")
             finally:
                 base_stream.close()
-    except gr.Error:
-        raise
-    except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
-        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
-                       else f"Generation failed: {type(e).__name__}: {e}") from e
-    finally:
-        for m in reversed(held):
-            m.lock.release()
     if trace.finish_reason == "limit":
         done = f"Stopped at the limit ({cut}): kept what was produced."
     elif cut:
@@ -422,7 +437,8 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     with gr.Accordion("settings", open=True, elem_id="live-settings") as settings:
         with gr.Row():
             k = gr.Slider(1, UI_MAX_K, value=4, step=1, label="K (drafts per iteration)", elem_id="k")
-            adaptive = gr.Checkbox(value=False, label="adaptive K (K is the cap)", elem_id="adaptive")
+            policy = gr.Dropdown(choices=K_POLICY_CHOICES, value="fixed", label="K policy (K is the cap unless fixed)",
+                                 elem_id="k-policy", interactive=True)
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)",
                                     elem_id="temperature")
             max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens", elem_id="max-new")
@@ -444,7 +460,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
 
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
-    run_inputs = [current_pair, prompt, k, adaptive, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
+    run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
                   slow, viewer.pace]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,

@@ -88,8 +88,15 @@ def _loaded_text(trace: Trace, source: str) -> str:
             "step through it, or press ▶ play")
 
 
+def opening_index(trace: Trace) -> int | None:
+    """Where a loaded trace opens: its first rejection (every figure then has something to show: p vs q,
+    the residual, the anatomy), else its last iteration; None when it has none."""
+    first = next((it.index for it in trace.iterations if it.resampled is not None), None)
+    return first if first is not None else (len(trace.iterations) - 1 if trace.iterations else None)
+
+
 def _show(trace: Trace, source: str) -> tuple:
-    view = render_trace(trace, len(trace.iterations) - 1 if trace.iterations else None)
+    view = render_trace(trace, opening_index(trace))
     return (*view, trace.to_dict(), _note(_loaded_text(trace, source)))
 
 
@@ -143,7 +150,8 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
                        for i, ex in enumerate(list_examples(folder))]
     note = gr.HTML(_note(_loaded_text(opening[0], f"example “{opening[1]}”") if opening else
                          "No trace loaded: upload one (the examples folder is empty)."), elem_id="replay-note")
-    viewer = build_viewer("replay-", initial=opening[0] if opening else None)
+    viewer = build_viewer("replay-", initial=opening[0] if opening else None,
+                          index=opening_index(opening[0]) if opening else None)
     outputs = [*viewer.outputs(), state, note]
     upload.upload(replay_upload, inputs=[upload], outputs=outputs)
     for button, name in buttons:

@@ -53,7 +53,7 @@ def summary_html(trace: Trace | None) -> str:
                    for a, b, c in summary_rows(trace))
     device, dtype = cfg.get("device", "?"), cfg.get("dtype", "?")
     label = (f"target {_esc(cfg.get('target', '?'))} · draft {_esc(cfg.get('draft', cfg.get('drafter', '?')))} · "
-             f"K={_esc(cfg.get('k'))}{' (adaptive)' if cfg.get('adaptive_k') else ''} · "
+             f"K={_esc(cfg.get('k'))}{_esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
              f"temperature {_esc(cfg.get('temperature'))} · measured on {_esc(device)} in {_esc(dtype)}")
     notes = []
     if str(dtype) in ("float16", "bfloat16"):
@@ -67,11 +67,17 @@ def summary_html(trace: Trace | None) -> str:
             f"<tbody>{body}</tbody></table>{note_html}</div>")
 
 
+def _policy_note(cfg: dict, fmt: str) -> str:
+    """``fmt`` filled with the K policy when it is not fixed ("heuristic" for old traces with adaptive_k)."""
+    policy = cfg.get("k_policy") or ("heuristic" if cfg.get("adaptive_k") else "fixed")
+    return "" if policy == "fixed" else fmt.format(policy)
+
+
 def summary_line(trace: Trace) -> str:
     """The run in one line of plain text (for the API and logs): tokens, iterations, acceptance, speed,
     the measured speedup and baseline agreement when there is a baseline, and what ran where."""
     st, b, cfg = trace.stats, trace.baseline, trace.config
-    k = f"K={cfg.get('k')}{' adaptive' if cfg.get('adaptive_k') else ''}"
+    k = f"K={cfg.get('k')}{_policy_note(cfg, ' {}')}"
     parts = [f"{st.new_tokens} new tokens in {st.iterations} iterations "
              f"({FINISH.get(trace.finish_reason, trace.finish_reason) or 'unfinished'})",
              f"acceptance {st.acceptance_rate:.1%} ({st.accepted}/{st.drafted})",

@@ -27,7 +27,8 @@ KSWEEP_MAX_K = 12
 
 def draft_choices(pool: Any) -> list[tuple[str, str]]:
     """Drafts for the K sweep: prompt lookup, the target itself, and every other loaded model."""
-    return ([("prompt lookup (n-gram)", "ngram"), ("the trained draft (bundled target)", "trained"),
+    return ([("prompt lookup (n-gram)", "ngram"), ("the trained feature-reading draft (bundled target)", "feature"),
+             ("the trained token-only draft (bundled target)", "trained"),
              ("the target drafting for itself", "self")]
             + [(k, k) for k in pool.loaded() if k != "bundled"])
 
@@ -38,7 +39,7 @@ def refresh_sweep_choices(pool: Any) -> tuple[Any, Any]:
 
 def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[LoadedModel]]:
     """The drafter for ``key`` and the extra model to lock while it runs (none for n-gram / self)."""
-    extra = [] if key in ("ngram", "self", "trained", target.key) else [get_model(pool, key)]
+    extra = [] if key in ("ngram", "self", "trained", "feature", target.key) else [get_model(pool, key)]
     try:
         return make_drafter(pool, target, key), extra
     except (ValueError, RuntimeError) as e:

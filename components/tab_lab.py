@@ -18,7 +18,7 @@ from specdec_core import InjectedBugs, NGramDrafter
 from specdec_core.lab import LabResult, LabSettings, run_exactness
 from specdec_core.toy import WORDS, make_toy_pair
 
-from specdec_core.trained_draft import trained_draft_for
+from specdec_core.trained_draft import SHIPPED, shipped_draft_for
 
 from .gpu import gpu_task
 from .lab_figures import exactness_figure
@@ -29,17 +29,20 @@ SETUP_CHOICES = [
     ("Toy 10-word pair: the draft disagrees with the target (instant)", "toy"),
     ("SmolLM2 (bundled) + prompt-lookup (n-gram) drafter", "ngram"),
     ("SmolLM2 (bundled) drafting for itself (q = p)", "self"),
-    ("SmolLM2 (bundled) + its trained draft (real p ≠ q)", "trained"),
+    ("SmolLM2 (bundled) + its trained feature-reading draft (real p ≠ q)", "feature"),
+    ("SmolLM2 (bundled) + its trained token-only draft (real p ≠ q)", "trained"),
 ]
 LAB_DEFAULTS = {   # setup -> (prompt, chat template, default N)
     "toy": ("the cat", False, 3000),
     "ngram": ("one, two, three, four, five. one, two, three,", False, 200),
     "self": ("one, two, three, four, five. one, two, three,", False, 120),
     "trained": ("Tell me about the ocean.", True, 200),
+    "feature": ("Tell me about the ocean.", True, 200),
 }
-LAB_MAX_RUNS = {"toy": 20_000, "ngram": 1_000, "self": 1_000, "trained": 1_000}
-LAB_TIME_BUDGET_S = {"toy": 120.0, "ngram": 240.0, "self": 240.0, "trained": 240.0}
-MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s", "trained": "≈0.3 s"}   # measured on 2 shared CPU cores
+LAB_MAX_RUNS = {"toy": 20_000, "ngram": 1_000, "self": 1_000, "trained": 1_000, "feature": 1_000}
+LAB_TIME_BUDGET_S = {"toy": 120.0, "ngram": 240.0, "self": 240.0, "trained": 240.0, "feature": 240.0}
+MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s", "trained": "≈0.3 s",
+              "feature": "≈0.3 s"}   # measured on 2 shared CPU cores
 
 
 def lab_bugs(resample_from_p: bool, greedy_ratio: bool, mismatch: bool, draft_temperature: Any,
@@ -94,7 +97,8 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
                 progress(0.0, desc="loading the bundled model")
             lm = get_model(pool, "bundled")
             ids = encode_for_model(lm, prompt, chat)
-            draft = {"ngram": NGramDrafter, "trained": lambda: trained_draft_for(lm.model)}.get(setup, lambda: lm.model)()
+            draft = (NGramDrafter() if setup == "ngram" else
+                     shipped_draft_for(setup, lm.model) if setup in SHIPPED else lm.model)
             with locked(lm):
                 result = run_exactness(lm.model, draft, ids, settings, setup, lm.tokenizer, bugs,
                                        on_progress=report, time_budget_s=budget)

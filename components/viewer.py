@@ -96,12 +96,13 @@ def _step(step: StepFn, delta: int, trace_dict: dict | None, value: float | None
     return step(trace_dict, value, delta, *extra)
 
 
-def build_viewer(prefix: str = "", initial: Trace | None = None) -> Viewer:
+def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | None = None) -> Viewer:
     """Lay out the viewer. ``prefix`` keeps elem_ids unique between tabs ("" for Live: #tokens, #plot-race...).
-    ``initial``: a trace to show from the start (its last iteration selected) instead of empty frames."""
+    ``initial``: a trace to show from the start (iteration ``index`` selected, the last when None) instead
+    of empty frames."""
     # the initial values are computed here rather than by render_trace, whose slider update would be
     # rendered as a second slider inside this Blocks context
-    i0 = resolve_index(initial, None) if initial is not None else None
+    i0 = resolve_index(initial, index) if initial is not None else None
     figs = dict(zip(FIGURE_IDS, all_figures(initial, i0))) if initial is not None else {}
     tokens = gr.HTML(tokens_html(initial, i0), elem_id=f"{prefix}tokens")
     with gr.Row(equal_height=True):

@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.live import (EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_NGRAM, PAIR_SELF, PAIR_TRAINED,  # noqa: E402
-                             resolve_pair)
+from components.live import (EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF,  # noqa: E402
+                             PAIR_TRAINED, resolve_pair)
 from specdec_core import (ModelPool, SpecConfig, Trace, baseline_generate, encode_prompt,  # noqa: E402
                           speculative_generate, warm_up)
 
@@ -39,8 +39,11 @@ RECIPES = (
            PAIR_SELF, OPEN_PROMPTS[0], SpecConfig(k=4, temperature=0.0, max_new_tokens=40, seed=0)),
     Recipe("sampling_t08.json", "n-gram drafter while sampling at temperature 0.8: many rejections (top-p 0.95, K=6)",
            PAIR_NGRAM, EXTRACTIVE_PROMPTS[1], SpecConfig(k=6, temperature=0.8, top_p=0.95, max_new_tokens=64, seed=1)),
-    Recipe("trained_draft_t07.json", "the trained draft while sampling at temperature 0.7: real p ≠ q, rejections and "
-           "residual samples (K=4)", PAIR_TRAINED, OPEN_PROMPTS[0],
+    Recipe("trained_draft_t07.json", "the trained token-only draft while sampling at temperature 0.7: real p ≠ q, "
+           "rejections and residual samples (K=4)", PAIR_TRAINED, OPEN_PROMPTS[0],
+           SpecConfig(k=4, temperature=0.7, max_new_tokens=64, seed=0)),
+    Recipe("feature_draft_t07.json", "the trained feature-reading draft while sampling at temperature 0.7: real p ≠ q, "
+           "rejections and residual samples (K=4)", PAIR_FEATURE, OPEN_PROMPTS[0],
            SpecConfig(k=4, temperature=0.7, max_new_tokens=64, seed=0)),
 )
 

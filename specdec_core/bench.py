@@ -18,7 +18,9 @@ Method (all greedy, float32, one process):
   same way for us and for transformers.
 
 Jobs: ``ngram`` (our NGramDrafter vs ``generate(prompt_lookup_num_tokens=K)``), ``draft:<pair>`` (our
-ModelDrafter vs ``generate(assistant_model=..., num_assistant_tokens=K, "constant", threshold 0)``),
+ModelDrafter vs ``generate(assistant_model=..., num_assistant_tokens=K, "constant", threshold 0)``; for the
+shipped token-only draft also vs transformers' default heuristic schedule; the feature-reading draft has
+no assisted-generation peer, so it is measured against target-only generation only),
 each against target-only generation (ours and transformers' plain ``generate``), and our engine with
 the full trace vs ``SpecConfig(full_trace=False)``. Results are printed as markdown and written as JSON.
 """
@@ -47,6 +49,9 @@ NGRAM_K = 10          # transformers' documented prompt-lookup setting; the same
 DRAFT_K = 4           # draft tokens per iteration for the model-draft job, both sides
 EARLY_EXIT_LAYERS = 8  # the in-process draft: the bundled model's first layers + its norm and head
 HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
+PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
+NO_HF_PEER = ("feature",)             # reads the target's features: not an assistant_model
+HF_DEFAULT_SCHEDULE_TOO = ("trained",)  # the shipped token draft is also run with transformers' default schedule
 
 
 # --- prompts --------------------------------------------------------------------------------------
@@ -93,7 +98,7 @@ class BenchSettings:
     max_new_tokens: int
     ngram_k: int = NGRAM_K
     draft_k: int = DRAFT_K
-    pairs: tuple[str, ...] = ("self", "tiny")
+    pairs: tuple[str, ...] = ("self", "trained", "feature", "tiny")
     early_exit_layers: int = EARLY_EXIT_LAYERS
     threads: int | None = None
     device: str = "cpu"
@@ -103,7 +108,7 @@ class BenchSettings:
     theory_ks: tuple[int, ...] = tuple(range(1, 9))
     theory_max_new_tokens: int = 64
     theory_repeats: int = 2
-    theory_drafters: tuple[str, ...] = ("ngram", "self", "trained")
+    theory_drafters: tuple[str, ...] = ("ngram", "self", "trained", "feature")
 
 
 @dataclass
@@ -160,28 +165,38 @@ def bundled_group(target: torch.nn.Module, tokenizer: Any, ids: list[int], s: Be
 
 def _draft_sides(pair: str, target: torch.nn.Module, draft: torch.nn.Module, tokenizer: Any, ids: list[int],
                  s: BenchSettings) -> dict[str, Runner]:
-    from .drafters import ModelDrafter
+    from .drafters import model_drafter
     eos = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
     n = s.max_new_tokens
     roles = {"target": target, "draft": draft}
-    return {
-        f"ours draft[{pair}]": ours_speculative(target, lambda: ModelDrafter(draft), ids,
+    sides = {
+        f"ours draft[{pair}]": ours_speculative(target, lambda: model_drafter(draft), ids,
                                                 SpecConfig(k=s.draft_k, max_new_tokens=n), tokenizer, roles),
         f"ours draft[{pair}] min-trace": ours_speculative(
-            target, lambda: ModelDrafter(draft), ids, SpecConfig(k=s.draft_k, max_new_tokens=n, full_trace=False),
+            target, lambda: model_drafter(draft), ids, SpecConfig(k=s.draft_k, max_new_tokens=n, full_trace=False),
             tokenizer, roles),
-        f"hf assisted[{pair}]": hf_generate(target, ids, n, eos, roles, assistant_model=draft,
-                                            num_assistant_tokens=s.draft_k, num_assistant_tokens_schedule="constant",
-                                            assistant_confidence_threshold=0.0),
     }
+    if pair not in NO_HF_PEER:
+        sides[f"hf assisted[{pair}]"] = hf_generate(target, ids, n, eos, roles, assistant_model=draft,
+                                                    num_assistant_tokens=s.draft_k,
+                                                    num_assistant_tokens_schedule="constant",
+                                                    assistant_confidence_threshold=0.0)
+    if pair in HF_DEFAULT_SCHEDULE_TOO:
+        sides[f"hf default assisted[{pair}]"] = hf_generate(target, ids, n, eos, roles, assistant_model=draft)
+    return sides
 
 
 def _draft_comparisons(pair: str, ours_base: str, hf_base: str) -> list[tuple[str, str, str, str]]:
     job = f"draft[{pair}]"
-    return [(job, "ours vs transformers (assisted)", f"ours draft[{pair}]", f"hf assisted[{pair}]"),
-            (job, "ours: speedup vs ours target-only", f"ours draft[{pair}]", ours_base),
-            (job, "transformers: speedup vs plain generate", f"hf assisted[{pair}]", hf_base),
-            (job, "full trace vs minimal trace", f"ours draft[{pair}]", f"ours draft[{pair}] min-trace")]
+    comps = [(job, "ours: speedup vs ours target-only", f"ours draft[{pair}]", ours_base),
+             (job, "full trace vs minimal trace", f"ours draft[{pair}]", f"ours draft[{pair}] min-trace")]
+    if pair not in NO_HF_PEER:
+        comps += [(job, "ours vs transformers (assisted)", f"ours draft[{pair}]", f"hf assisted[{pair}]"),
+                  (job, "transformers: speedup vs plain generate", f"hf assisted[{pair}]", hf_base)]
+    if pair in HF_DEFAULT_SCHEDULE_TOO:
+        comps.append((job, "ours vs transformers (assisted, its default schedule)", f"ours draft[{pair}]",
+                      f"hf default assisted[{pair}]"))
+    return comps
 
 
 def tiny_group(target: torch.nn.Module, draft: torch.nn.Module, ids: list[int], s: BenchSettings) -> Group:
@@ -237,6 +252,10 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
         drafts["self"] = target
     if "early-exit" in s.pairs:
         drafts["early-exit"] = early_exit_draft(target, s.early_exit_layers)
+    from .trained_draft import shipped_draft_for
+    for key in ("trained", "feature"):
+        if key in s.pairs:
+            drafts[key] = shipped_draft_for(key, target)
     tiny = None
     if "tiny" in s.pairs:
         tiny = tuple(m.to(device=s.device, dtype=getattr(torch, s.dtype)) for m in tiny_realistic_pair(len(tok)))
@@ -280,9 +299,9 @@ def validate_settings(s: BenchSettings) -> None:
     unknown = [p for p in s.prompts if p not in names]
     if unknown or not s.prompts:
         raise ValueError(f"unknown or no prompt(s) {unknown}; choose from {sorted(names)}")
-    bad_pairs = [p for p in s.pairs if p not in ("self", "early-exit", "tiny")]
+    bad_pairs = [p for p in s.pairs if p not in PAIRS]
     if bad_pairs:
-        raise ValueError(f"unknown pair(s) {bad_pairs}; choose from self, early-exit, tiny")
+        raise ValueError(f"unknown pair(s) {bad_pairs}; choose from {', '.join(PAIRS)}")
     if s.repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {s.repeats}")
     for name, k in (("ngram_k", s.ngram_k), ("draft_k", s.draft_k)):
@@ -337,9 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=None, help="default 96; quick 32")
     ap.add_argument("--prompts", default=None,
                     help=f"comma-separated subset of: {', '.join(p.name for p in PROMPTS)}")
-    ap.add_argument("--pairs", default="self,tiny",
+    ap.add_argument("--pairs", default=",".join(BenchSettings.pairs),
                     help="model-draft pairs, comma-separated ('' for none): self (the bundled model drafting for "
-                         "itself), tiny (random-weight 12-layer target, 2-layer early-exit draft), early-exit "
+                         "itself), trained / feature (the shipped token-only and feature-reading drafts), "
+                         "tiny (random-weight 12-layer target, 2-layer early-exit draft), early-exit "
                          "(the bundled model's first --early-exit-layers layers; off by default: its acceptance "
                          "is only a few percent)")
     ap.add_argument("--ngram-k", type=int, default=NGRAM_K)

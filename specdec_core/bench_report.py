@@ -26,7 +26,13 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("ngram", "ours: speedup vs ours target-only", "extractive", 3.5),
     ("default", "ours default vs transformers default (prompt lookup)", "all", 1.10),
     ("default", "ours default vs transformers default (assisted, self)", "all", 1.10),
+    ("draft[feature]", "ours: speedup vs ours target-only", "open-ended", 1.30),
+    ("draft[trained]", "ours: speedup vs ours target-only", "open-ended", 1.30),
+    ("draft[trained]", "ours vs transformers (assisted)", "all", 1.05),
+    ("draft[trained]", "ours vs transformers (assisted, its default schedule)", "all", 1.05),
 )
+# the trained drafts' own figures (issue goals): greedy acceptance on open-ended prompts, and c
+DRAFT_GOALS = {"acceptance_open_ended": 0.6, "c_max": 0.15}
 
 
 def side_rows(prompt: BenchPrompt, group: str, prompt_tokens: int, results: dict[str, list[RunResult]]) -> list[dict]:
@@ -35,7 +41,7 @@ def side_rows(prompt: BenchPrompt, group: str, prompt_tokens: int, results: dict
              **asdict(summarize(side, runs)),
              "runs": [{"seconds": r.seconds, "tokens_per_s": r.tokens_per_s, "forward_s": r.forward_s,
                        "cpu_seconds": r.cpu_seconds, "others_cores": r.others_cores,
-                       "new_tokens": len(r.tokens)} for r in runs]}
+                       "new_tokens": len(r.tokens), "drafted": r.drafted, "accepted": r.accepted} for r in runs]}
             for side, runs in results.items()]
 
 
@@ -47,6 +53,33 @@ def make_report(s: BenchSettings, machine: dict, started: str, rows: list[dict],
             "command": "python -m specdec_core.bench " + " ".join(sys.argv[1:]),
             "sides": rows, "comparisons": [asdict(c) for c in comparisons],
             "aggregates": [asdict(a) for a in _aggregates(comparisons)]}
+
+
+def draft_figures(sides: list[dict]) -> list[dict]:
+    """Per model-draft pair of the bundled group and prompt kind: acceptance (accepted ÷ drafted, pooled
+    over prompts), tokens per iteration, and c = ms per draft forward ÷ ms per target forward of "ours
+    target-only" on the same prompt (same run; both means include the prefill), median over prompts."""
+    base = {r["prompt"]: r for r in sides if r["group"] == "bundled" and r["name"] == "ours target-only"}
+    out = []
+    pairs = sorted({r["name"][len("ours draft["):-1] for r in sides
+                    if r["group"] == "bundled" and r["name"].startswith("ours draft[") and r["name"].endswith("]")})
+    for pair in pairs:
+        rows = [r for r in sides if r["group"] == "bundled" and r["name"] == f"ours draft[{pair}]"]
+        for kind in ("open-ended", "extractive", "all"):
+            sel = [r for r in rows if kind == "all" or r["kind"] == kind]
+            runs = [run for r in sel for run in r["runs"]]
+            drafted = sum(run.get("drafted") or 0 for run in runs)
+            if not sel or not drafted:
+                continue
+            cs = [r["ms_per_forward"]["draft"] / base[r["prompt"]]["ms_per_forward"]["target"] for r in sel
+                  if "draft" in r["ms_per_forward"] and r["prompt"] in base
+                  and base[r["prompt"]]["ms_per_forward"].get("target")]
+            out.append({"pair": pair, "kind": kind, "prompts": len(sel),
+                        "acceptance": sum(run.get("accepted") or 0 for run in runs) / drafted,
+                        "tokens_per_iteration": statistics.median(r["tokens_per_iteration"] for r in sel
+                                                                  if r["tokens_per_iteration"]),
+                        "c": statistics.median(cs) if cs else None})
+    return out
 
 
 def _aggregates(comparisons: list[Comparison]) -> list[Aggregate]:
@@ -111,6 +144,15 @@ def render_report(report: dict) -> str:
         cpu = kinds.get("all", {}).get("cpu_ratio")
         out.append(f"| {job} | {label} | {' | '.join(cells)} | {target} | {met} | "
                    f"{'–' if cpu is None else f'{cpu:.2f}x'} |")
+    figures = draft_figures(report["sides"])
+    if figures:
+        out += ["", f"Model drafts (greedy, K = {s['draft_k']}): acceptance = accepted ÷ drafted over all rounds; "
+                f"c = ms per draft forward ÷ ms per target forward of ours target-only, same prompt, same run "
+                f"(median over prompts). Goals for the trained drafts: acceptance ≥ "
+                f"{DRAFT_GOALS['acceptance_open_ended']} on open-ended prompts, c ≤ {DRAFT_GOALS['c_max']}.", "",
+                "| draft | prompts | acceptance | tokens/iteration | c |", "|---|---|---|---|---|"]
+        out += [f"| {f['pair']} | {f['kind']} ({f['prompts']}) | {f['acceptance']:.2f} | {f['tokens_per_iteration']:.2f} "
+                f"| {'–' if f['c'] is None else format(f['c'], '.3f')} |" for f in figures]
     refusals = [c for c in report["comparisons"] if c["refused"]]
     if refusals:
         out += ["", "Refused ratios:"] + [f"- {c['prompt']}: {c['a']} vs {c['b']}: {c['refused']}" for c in refusals]

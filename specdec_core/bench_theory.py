@@ -42,15 +42,17 @@ def _self_draft(target: torch.nn.Module) -> Any:
     return ModelDrafter(target, name="self")
 
 
-# (name, factory): the drafters every theory section runs. A trained draft for the bundled target is
-# one more line, e.g. ("trained", lambda t: ModelDrafter(load_bundled_draft(t), name="trained")).
-def _trained(target: torch.nn.Module) -> Any:
-    from .drafters import ModelDrafter
-    from .trained_draft import trained_draft_for
-    return ModelDrafter(trained_draft_for(target), name="trained")
+def _shipped(key: str) -> DrafterFactory:
+    def make(target: torch.nn.Module) -> Any:
+        from .drafters import model_drafter
+        from .trained_draft import shipped_draft_for
+        return model_drafter(shipped_draft_for(key, target), name=key)
+    return make
 
 
-DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_draft), ("trained", _trained)]
+# (name, factory): the drafters the theory sections can run; the shipped drafts need the bundled target.
+DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_draft),
+                                              ("trained", _shipped("trained")), ("feature", _shipped("feature"))]
 
 PREDICTION_GOALS = {"median_k": 0.10, "every_k": 0.20, "live": 0.10}
 POLICY_GOALS = {"vs_best_fixed": 0.95, "vs_heuristic": 1.05}

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .config import MAX_K, MAX_NEW_TOKENS, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY, SpecConfig, recommended_config
+from .config import MAX_K, MAX_NEW_TOKENS, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY, recommended_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", required=True, help="the user prompt")
     ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
     ap.add_argument("--draft", default="ngram",
-                    help="'ngram' (default, prompt lookup), 'trained' (the project's trained draft for the bundled "
+                    help="'ngram' (default, prompt lookup), 'feature' / 'trained' (the project's trained drafts for the bundled "
                          "target), 'self' (the target drafts for itself), 'bundled', "
                          "a hub id or a local folder")
     ap.add_argument("--k", type=int, default=RECOMMENDED_K_CAP,
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything
-        if key not in ("bundled", "ngram", "self", "trained"):
+        if key not in ("bundled", "ngram", "self", "trained", "feature"):
             validate_model_id(key)
     pool = ModelPool(allow_local=True, device=args.device)
     target = pool.get(args.target)

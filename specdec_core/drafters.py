@@ -7,10 +7,15 @@ The protocol is small on purpose (``Drafter`` below):
 - ``rollback(valid_len)`` tells it that only ``ids[:valid_len]`` survived verification, so it can crop
   its cache instead of starting over. The next ``propose`` gets the full sequence and absorbs the
   tokens it has not seen yet (the resampled or bonus token) in the same forward as its first draft.
+A drafter that reads the target's features (``feature_draft.FeatureDrafter``) also sets
+``reads_features = True``; the engine then calls ``observe_features(start, features)`` with the
+target's post-norm last hidden states after the prefill and after every verify forward, before the
+rollback (so the rows past the accepted prefix are dropped by it).
 """
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -83,44 +88,66 @@ class ModelDrafter:
         return out.logits[0, -1]
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
-        feed: list[int] | torch.Tensor = ids[self.cache_len:]
-        tokens: list[torch.Tensor] = []
-        qs, raws, times = [], [], []
-        bugs = policy.bugs
-        for _ in range(k):
-            t0 = now_ms(self.device)
-            logits = self._forward(feed)
-            if policy.greedy:  # q is the point mass on the argmax: returned as None, no (V,) one-hot built
-                tok = logits.argmax(-1)
-            else:
-                q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
-                if bugs.greedy_draft_ratio_rule:
-                    tok = logits.argmax(-1)
-                elif bugs.draft_temperature is not None:
-                    tok = sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator)
-                else:
-                    tok = sample(q, policy.generator)
-                qs.append(q)
-            times.append(now_ms(self.device) - t0)
-            tokens.append(tok)
-            raws.append(logits)
-            feed = tok
-            if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
-                break
-        if not tokens:
-            return Proposal([], None)
-        token_list = torch.stack(tokens).tolist()
-        draft_probs = torch.stack(qs) if qs else None
-        raw = None
-        if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
-            plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
-            raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
-        return Proposal(token_list, draft_probs, raw, times, len(tokens))
+        feed = ids[self.cache_len:]
+        return proposal_from_steps(lambda i, prev: self._forward(feed if prev is None else prev), k, policy,
+                                   self.device)
 
     def rollback(self, valid_len: int) -> None:
         if self.cache_len > valid_len:
             self.cache.crop(valid_len - self.cache_len)
             self.cache_len = valid_len
+
+
+def model_drafter(model: torch.nn.Module, name: str | None = None) -> "Drafter":
+    """The drafter for a draft model: a ``ModelDrafter`` for a causal LM; a draft that needs more than
+    tokens (the feature-reading draft) brings its own through ``make_drafter(name)``."""
+    make = getattr(model, "make_drafter", None)
+    if callable(make):
+        return make(name) if name else make()
+    return ModelDrafter(model, name=name or "model")
+
+
+def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The drafted token and the warped q it was drawn from (None when greedy: q is the point mass on
+    the argmax, and no (V,) one-hot is built). Injected bugs change only how the token is drawn."""
+    if policy.greedy:
+        return logits.argmax(-1), None
+    q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
+    bugs = policy.bugs
+    if bugs.greedy_draft_ratio_rule:
+        return logits.argmax(-1), q
+    if bugs.draft_temperature is not None:
+        return sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator), q
+    return sample(q, policy.generator), q
+
+
+def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
+                        device: torch.device, t0: float | None = None) -> Proposal:
+    """Up to k drafts, one ``step(i, previous_token)`` each (it returns the (V,) draft logits; the previous
+    token is None for the first). Stops after EOS. ``t0``: when the first step's clock started, if earlier."""
+    tokens: list[torch.Tensor] = []
+    qs, raws, times = [], [], []
+    prev = None
+    for i in range(k):
+        t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
+        logits = step(i, prev)
+        tok, q = draw_draft_token(logits, policy)
+        if q is not None:
+            qs.append(q)
+        times.append(now_ms(device) - t_start)
+        tokens.append(tok)
+        raws.append(logits)
+        prev = tok
+        if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
+            break
+    if not tokens:
+        return Proposal([], None)
+    draft_probs = torch.stack(qs) if qs else None
+    raw = None
+    if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
+        plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
+        raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
+    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(tokens))
 
 
 class NGramDrafter:

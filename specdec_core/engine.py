@@ -2,7 +2,8 @@
 
 One iteration, in order:
  1. draft   - the drafter proposes up to K tokens and the q each was drawn from;
- 2. verify  - ONE target forward over the unseen tokens (last token + drafts) gives K+1 distributions p;
+ 2. verify  - ONE target forward over the unseen tokens (last token + drafts) gives K+1 distributions p
+              (and, for a feature-reading drafter, the target's last hidden states at those positions);
  3. accept  - left to right, draft i is accepted iff u_i < alpha_i = min(1, p_i(x_i) / q_i(x_i));
  4. fix up  - first rejection: sample from norm(max(0, p - q)); all accepted: bonus from p_{K+1};
  5. rollback - crop both KV caches to the accepted prefix (the drafter absorbs the new token next time);
@@ -18,34 +19,49 @@ import torch
 
 from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
-from .drafters import DraftPolicy, Drafter, ModelDrafter, Proposal, new_kv_cache
+from .drafters import DraftPolicy, Drafter, Proposal, model_drafter, new_kv_cache
 from .kpolicy import make_k_policy
 from .proposal_check import checked_proposal
 from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
 from .timing import now_ms
-from .trace import (BaselineResult, BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Stats, Trace)
+from .trace import BaselineResult, BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Trace
 
 TOP_N = 10
 
 
 class TargetModel:
-    """The target LM with its KV cache; ``forward(ids)`` feeds whatever the cache has not seen."""
+    """The target LM with its KV cache; ``forward(ids)`` feeds whatever the cache has not seen.
+    With ``keep_features``, each forward also leaves the post-norm last hidden states of the tokens it
+    fed in ``features`` (first position ``features_from``) for a feature-reading drafter."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, keep_features: bool = False) -> None:
         self.model = model
         self.device = next(model.parameters()).device
         self.cache = new_kv_cache(model.config)              # appends in place, crops in O(1)
         self.cache_len = 0
         self.forwards = 0
+        self.keep_features = keep_features
+        self.features: torch.Tensor | None = None            # (fed tokens, hidden)
+        self.features_from = 0
 
     @torch.inference_mode()
     def forward(self, ids: list[int], extra: list[int] = (), logits_to_keep: int = 1) -> torch.Tensor:
         feed = ids[self.cache_len:] + list(extra)
         x = torch.tensor([feed], device=self.device)
-        out = self.model(input_ids=x, past_key_values=self.cache, use_cache=True, logits_to_keep=logits_to_keep)
+        hook = None
+        if self.keep_features:   # the final norm's output = what the LM head reads, for every fed token
+            def keep(module, args, out):
+                self.features, self.features_from = out[0], self.cache_len
+            hook = self.model.get_decoder().norm.register_forward_hook(keep)
+        try:
+            logits = self.model(input_ids=x, past_key_values=self.cache, use_cache=True,
+                                logits_to_keep=logits_to_keep).logits
+        finally:
+            if hook is not None:
+                hook.remove()
         self.cache_len += len(feed)
         self.forwards += 1
-        return out.logits[0]                                   # (logits_to_keep, V)
+        return logits[0]                                       # (logits_to_keep, V)
 
     def rollback(self, valid_len: int) -> None:
         if self.cache_len > valid_len:
@@ -69,7 +85,7 @@ def normalize_input_ids(input_ids: Any) -> list[int]:
 
 def as_drafter(draft: Any, target: torch.nn.Module) -> Drafter:
     if isinstance(draft, torch.nn.Module):
-        draft = ModelDrafter(draft)
+        draft = model_drafter(draft)
     if not isinstance(draft, Drafter):
         raise ValueError(f"draft must be a causal LM or a drafter object, got {type(draft).__name__}")
     vocab = getattr(draft, "vocab_size", None)
@@ -152,7 +168,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     drafter = as_drafter(draft, target)
     eos = _resolve_eos(eos_token_id, tokenizer)
     text = _decoder(tokenizer)
-    tgt = TargetModel(target)
+    reads_features = bool(getattr(drafter, "reads_features", False))
+    tgt = TargetModel(target, keep_features=reads_features)
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace)
@@ -168,9 +185,11 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
 
     t_run = now_ms(device)
     # prefill both caches with all but the last prompt token (the first iteration feeds that one)
+    st.draft_forwards += drafter.start(ids)
     if prompt_len > 1:
         tgt.forward(ids[:-1])
-    st.draft_forwards += drafter.start(ids)
+        if reads_features:
+            drafter.observe_features(tgt.features_from, tgt.features)
     st.prefill_ms = now_ms(device) - t_run
     st.target_forwards = tgt.forwards
 
@@ -187,6 +206,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
         t_v = now_ms(device)
         logits = tgt.forward(ids, drafts, logits_to_keep=n + 1)          # (n+1, V)
         verify_ms = now_ms(device) - t_v
+        if reads_features:   # the drafter keeps what survives the rollback in step 5
+            drafter.observe_features(tgt.features_from, tgt.features)
         # 3. accept / reject. Greedy: p is one-hot at the argmax, so p(x) = alpha = [x == argmax] and no
         #    (n+1, V) one-hot is built. Everything the decision and the trace need from this step is copied
         #    to the host in ONE transfer (one device sync per iteration, not one per token).

@@ -21,7 +21,7 @@ NAN, INF = float("nan"), float("inf")
 
 # the Live run's fields in handler order, a valid value each (few tokens: a valid case runs fast)
 VALID_RUN: dict[str, Any] = {"pair": "bundled|ngram", "prompt": "Repeat exactly: one two three, one two three.",
-                             "k": 2, "adaptive_k": False, "temperature": 0.0, "top_k": 0, "top_p": 1.0,
+                             "k": 2, "k_policy": "fixed", "temperature": 0.0, "top_k": 0, "top_p": 1.0,
                              "max_new_tokens": 2, "seed": 0, "with_baseline": False, "chat": True}
 
 # words a refusal must contain (any of them, case-insensitive) to "name the field"
@@ -29,7 +29,7 @@ FIELD_WORDS: dict[str, tuple[str, ...]] = {
     "pair": ("pair", "model"), "prompt": ("prompt",), "k": ("k must", "k (", " k ", "k="),
     "temperature": ("temperature",), "top_k": ("top-k", "top_k"), "top_p": ("top-p", "top_p"),
     "max_new_tokens": ("max new tokens", "max_new_tokens"), "seed": ("seed",),
-    "adaptive_k": ("adaptive",), "with_baseline": ("baseline",), "chat": ("chat",),
+    "k_policy": ("k policy", "k_policy"), "with_baseline": ("baseline",), "chat": ("chat",),
     "value": ("iteration",), "file": ("file", "trace", "json", "upload"), "example": ("example",),
 }
 
@@ -64,12 +64,14 @@ def run_palettes(rng: random.Random) -> dict[str, list[tuple[Any, bool]]]:
         "k": ints + _bad(0, -3, 17, 65, 1e9) + _odd(1, 16, 3.0),
         "temperature": _bad(*_NOT_NUMBERS, NAN, INF, -INF, -0.01, -1e308, True) + _odd(0.0, 2.0, 1e-9, 1, 5.0, 1e308),
         # top-k at or above the vocabulary size is "off": huge positive ints may be accepted
-        "top_k": [e for e in ints if not (isinstance(e[0], int) and e[0] > 10**6)] + _bad(-1)
+        "top_k": [e for e in ints if not (isinstance(e[0], (int, float)) and not isinstance(e[0], bool)
+                                          and 10**6 < e[0] < INF)] + _bad(-1)
                  + _odd(0, 1, 49_152, 10**9, 2**70, 10**400),
         "top_p": _bad(*_NOT_NUMBERS, NAN, INF, -INF, 0.0, -0.5, 1.5, 1e308, True) + _odd(1e-9, 0.5, 1),
         "max_new_tokens": ints + _bad(0, -1, 513, 2048, 10**6) + _odd(1, 3, 2.0),
         "seed": ints + _bad(-1, 2**63, 10**30) + _odd(0, 2**62, 123456789),
-        "adaptive_k": _odd(True, False, None, 0, 1),
+        "k_policy": _bad(0, 1, "auto", "FIXED", [], {"a": 1}, "fixed\x00", 2.5) + _odd(None, "fixed", "heuristic",
+                                                                                    "cost", True, False),
         "with_baseline": _odd(False, None, 0),
         "chat": _odd(True, False, None, 0, 1),
     }

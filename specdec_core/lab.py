@@ -41,7 +41,7 @@ MIN_EXPECTED = 5.0        # chi-square bins with a smaller expected count are po
 BIASED_P = 1e-3           # p-value below which the lab calls the sampler biased
 CLEAN_P = 1e-2            # p-value above which it says "no bias detected"
 
-SETUPS = ("toy", "ngram", "self", "trained")   # what drafts: the toy draft, prompt lookup, the target itself, the trained draft
+SETUPS = ("toy", "ngram", "self", "trained", "feature")   # the toy draft, prompt lookup, the target itself, the two trained drafts
 
 
 @dataclass(frozen=True)

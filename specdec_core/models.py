@@ -528,16 +528,17 @@ def _first_line(e: BaseException) -> str:
 
 def make_drafter(pool: ModelPool, target: LoadedModel, draft_key: str) -> Any:
     """A drafter for ``target``: "ngram" (prompt lookup), "self" (the target drafting for itself, the
-    classic pitfall: c = 1), "trained" (the project's trained draft; bundled target only), or a model key for the pool ("bundled", a hub id, a folder). A model draft
-    must pass the tokenizer compatibility check."""
-    from .drafters import ModelDrafter, NGramDrafter
+    classic pitfall: c = 1), "feature" / "trained" (the project's trained drafts, feature-reading and
+    token-only; bundled target only), or a model key for the pool ("bundled", a hub id, a folder). A model
+    draft must pass the tokenizer compatibility check."""
+    from .drafters import ModelDrafter, NGramDrafter, model_drafter
+    from .trained_draft import SHIPPED, shipped_draft_for
     if draft_key == "ngram":
         return NGramDrafter()
-    if draft_key == "trained":
+    if draft_key in SHIPPED:
         if target.key != "bundled":
-            raise ValueError("the trained draft is made for the bundled SmolLM2-135M-Instruct only")
-        from .trained_draft import trained_draft_for
-        return ModelDrafter(trained_draft_for(target.model), name="trained draft")
+            raise ValueError(f"{SHIPPED[draft_key]} is made for the bundled SmolLM2-135M-Instruct only")
+        return model_drafter(shipped_draft_for(draft_key, target.model), name=draft_key)
     if draft_key in ("self", target.key):
         return ModelDrafter(target.model, name=f"self ({target.label})")
     draft = pool.get(draft_key)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .config import MAX_K, SpecConfig
-from .drafters import ModelDrafter, NGramDrafter
+from .drafters import ModelDrafter, NGramDrafter, model_drafter
 from .engine import as_drafter, baseline_generate, speculative_generate, warm_up
 from .models import LoadedModel, ModelPool, check_tokenizer_compat
 from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
@@ -366,11 +366,12 @@ def pool_candidates(pool: ModelPool, target: LoadedModel, include_toy: bool = Tr
     cands = [Candidate("prompt lookup (n-gram)", NGramDrafter()),
              Candidate("self (the target drafts for itself)", ModelDrafter(target.model, name="self"))]
     if target.key == "bundled":
-        from .trained_draft import DraftFilesError, trained_draft_for
-        try:
-            cands.append(Candidate("the trained draft", ModelDrafter(trained_draft_for(target.model), name="trained")))
-        except DraftFilesError as e:
-            cands.append(Candidate("the trained draft", error=str(e)))
+        from .trained_draft import SHIPPED, DraftFilesError, shipped_draft_for
+        for key, label in SHIPPED.items():
+            try:
+                cands.append(Candidate(label, model_drafter(shipped_draft_for(key, target.model), name=key)))
+            except DraftFilesError as e:
+                cands.append(Candidate(label, error=str(e)))
     for key in pool.loaded():
         if key == target.key:
             continue

@@ -181,6 +181,22 @@ def trained_draft_for(target: torch.nn.Module) -> torch.nn.Module:
     return _LOADED[target]
 
 
+# The drafts the project ships for the bundled target, by key: what the app, the CLI, the tabs and the
+# bench call them.
+SHIPPED = {"feature": "the trained feature-reading draft (EAGLE-style)", "trained": "the trained token-only draft"}
+
+
+def shipped_draft_for(key: str, target: torch.nn.Module) -> torch.nn.Module:
+    """The shipped draft ``key`` (see ``SHIPPED``) tied to ``target``, loaded once per target object.
+    Run it with ``drafters.model_drafter(draft)`` (the feature draft brings its own drafter)."""
+    if key == "feature":
+        from .feature_draft import feature_draft_for
+        return feature_draft_for(target)
+    if key == "trained":
+        return trained_draft_for(target)
+    raise ValueError(f"no shipped draft {key!r}; expected one of {', '.join(SHIPPED)}")
+
+
 def draft_card(folder: str = ASSET_DIR) -> dict | None:
     """The shipped draft's card (how it was made, what it measured), or None when absent."""
     try:

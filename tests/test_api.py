@@ -58,13 +58,23 @@ def test_generate_returns_a_valid_trace_and_a_summary(pool):
     ({"temperature": float("nan")}, "temperature must be a number, got nan"),
     ({"top_p": "0.9"}, "top-p must be a number"), ({"max_new_tokens": 10_000}, "max new tokens must be between 1"),
     ({"seed": -3}, "seed must be a non-negative integer"), ({"chat": "false"}, "chat must be true or false"),
-    ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|trained, bundled|ngram"),
+    ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|feature, bundled|trained, bundled|ngram"),
+    ({"k_policy": "greedy"}, "K policy must be one of fixed, heuristic, cost, got 'greedy'"),
+    ({"adaptive_k": True, "k_policy": "cost"}, "adaptive_k=true means k_policy='heuristic'"),
     ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
 ])
 def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
     args = {"prompt": PROMPT, "max_new_tokens": 4, **kw}
     with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace("|", r"\|")):
         generate(pool, **args)
+
+
+def test_k_policy_reaches_the_trace(pool):
+    for policy, adaptive in (("cost", False), ("", True), ("heuristic", True), ("fixed", False)):
+        trace = Trace.from_dict(generate(pool, PROMPT, PAIR_NGRAM, k=3, adaptive_k=adaptive, k_policy=policy,
+                                         max_new_tokens=6)[0])
+        assert trace.config["k_policy"] == (policy or "heuristic")
+        assert all(it.k_reason for it in trace.iterations) or policy != "cost"
 
 
 def test_pair_accepts_every_key_of_the_live_selector():
@@ -92,7 +102,7 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline"]
+                      "seed", "chat", "baseline", "k_policy"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]

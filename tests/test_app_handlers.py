@@ -43,7 +43,7 @@ def pool(bundled):
 
 def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red green blue, red green blue.",
          k=4, temperature=0.0, max_new=12, seed=0, baseline=True, control=None, **kw):
-    args = dict(k=k, adaptive_k=False, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new,
+    args = dict(k=k, k_policy="fixed", temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new,
                 seed=seed, with_baseline=baseline, chat=True, control=control)
     args.update(kw)
     return run_live(pool, pair, prompt, **args)
@@ -62,9 +62,10 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
     ({"top_k": -1}, "top-k must be 0 (off) or more"), ({"seed": -1}, "seed must be a non-negative integer"),
     ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
     ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
+    ({"k_policy": "auto"}, "K policy must be one of fixed, heuristic, cost, got 'auto'"),
 ])
 def test_make_config_refuses_bad_settings(kw, message):
-    args = dict(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=16, seed=0, adaptive_k=False)
+    args = dict(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=16, seed=0, k_policy="fixed")
     args.update(kw)
     with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
         make_config(**args)
@@ -73,6 +74,7 @@ def test_make_config_refuses_bad_settings(kw, message):
 def test_make_config_accepts_gradio_floats():
     cfg = make_config(4.0, 0.7, 50.0, 0.9, 32.0, 7.0, True)
     assert cfg == SpecConfig(k=4, temperature=0.7, top_k=50, top_p=0.9, max_new_tokens=32, seed=7, adaptive_k=True)
+    assert make_config(4, 0.0, 0, 1.0, 8, 0, "cost").k_policy == "cost"
 
 
 # --- a Live run -------------------------------------------------------------------------------------------

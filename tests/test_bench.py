@@ -8,7 +8,7 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import ModelDrafter, NGramDrafter, SpecConfig
-from specdec_core import bench
+from specdec_core import bench, bench_report
 from specdec_core.bench import (BenchPrompt, BenchSettings, Comparison, Group, RunResult, Spread, aggregate,
                                 compare, early_exit_draft, first_difference, hf_generate, interleave, ours_baseline,
                                 ours_speculative, output_mismatch, render_report, run_group, side_rows)
@@ -172,12 +172,30 @@ def test_cli_settings_and_bad_arguments(capsys):
     assert (s.prompts, s.repeats, s.max_new_tokens) == (bench.QUICK_PROMPTS, 2, 32)
     full = bench.settings_from_args(bench.build_parser().parse_args([]))
     kinds = {p.kind for p in bench.PROMPTS if p.name in full.prompts}
-    assert kinds == {"extractive", "open-ended"} and full.pairs == ("self", "tiny")
+    assert kinds == {"extractive", "open-ended"} and full.pairs == ("self", "trained", "feature", "tiny")
     for argv, message in ((["--repeats", "0"], "repeats must be >= 1"), (["--prompts", "nope"], "unknown"),
                           (["--pairs", "self,huge"], "unknown pair"), (["--ngram-k", "0"], "ngram_k"),
                           (["--max-new-tokens", "0"], "max_new_tokens")):
         assert bench.main(argv) == 2               # refused before any model is loaded
         assert message in capsys.readouterr().err
+
+
+def test_draft_figures_pool_acceptance_and_take_c_against_the_same_prompts_baseline():
+    def side(prompt, kind, name, ms, runs, tpi=None):
+        return {"prompt": prompt, "kind": kind, "group": "bundled", "name": name, "ms_per_forward": ms,
+                "tokens_per_iteration": tpi, "runs": runs}
+    sides = [side("a", "open-ended", "ours target-only", {"target": 40.0}, [{}]),
+             side("a", "open-ended", "ours draft[feature]", {"target": 60.0, "draft": 4.0},
+                  [{"drafted": 8, "accepted": 2}, {"drafted": 8, "accepted": 4}], 1.5),
+             side("b", "extractive", "ours target-only", {"target": 50.0}, [{}]),
+             side("b", "extractive", "ours draft[feature]", {"target": 60.0, "draft": 10.0},
+                  [{"drafted": 4, "accepted": 4}], 3.0),
+             side("b", "extractive", "ours draft[feature] min-trace", {"draft": 1.0}, [{"drafted": 9, "accepted": 0}])]
+    figs = {(f["pair"], f["kind"]): f for f in bench_report.draft_figures(sides)}
+    assert set(figs) == {("feature", "open-ended"), ("feature", "extractive"), ("feature", "all")}
+    assert figs[("feature", "open-ended")]["acceptance"] == 6 / 16 and figs[("feature", "open-ended")]["c"] == 0.1
+    assert figs[("feature", "all")]["acceptance"] == 10 / 20
+    assert abs(figs[("feature", "all")]["c"] - 0.15) < 1e-12 and figs[("feature", "all")]["tokens_per_iteration"] == 2.25
 
 
 def test_growing_kv_cache_is_bitwise_dynamic_cache(lms):

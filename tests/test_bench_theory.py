@@ -23,7 +23,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     curve = calibrate(target, 4, context=16, repeats=1)
     out = {"settings": {"ks": [1, 2, 3], "max_new_tokens": 12, "repeats": 1, "live_k": 2, "drafters": ["ngram"]},
            "calibration": curve.to_dict(), "sweep": [], "live": [], "policies": []}
-    for name, factory in [d for d in bt.DRAFTERS if d[0] != "trained"]:   # that one needs the bundled target
+    for name, factory in [d for d in bt.DRAFTERS if d[0] not in ("trained", "feature")]:   # those need the bundled target
         bases, traces = bt.measure_drafter(target, None, PROMPT, factory, ts)
         assert set(traces) == {"K=1", "K=2", "K=3", "cost", "heuristic"} and len(bases) == 1
         assert all(t.baseline is bases[0] for ts_ in traces.values() for t in ts_)

@@ -1,5 +1,6 @@
-"""Slow: statistical exactness on the bundled SmolLM2 with the n-gram drafter (point-mass q), top-k
-sampling, first two tokens against the enumerated target distribution. `make test-slow`."""
+"""Slow: statistical exactness on the bundled SmolLM2 with the n-gram drafter (point-mass q) and with
+the shipped feature-reading draft (a real q ≠ p over a truncated vocabulary), top-k sampling, first two
+tokens against the enumerated target distribution; a broken engine must fail. `make test-slow`."""
 from collections import Counter
 
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, encode_prompt, speculative_generate
+from specdec_core import (InjectedBugs, NGramDrafter, SpecConfig, encode_prompt, load_feature_draft,
+                          speculative_generate)
 from specdec_core.sampling import warp_logits
 
 PROMPT = "Repeat exactly: red green blue red green blue red green"
@@ -26,11 +28,12 @@ def exact_joint(model, ids):
     return joint
 
 
-def p_value(model, ids, joint, bugs):
+def p_value(model, ids, joint, bugs, draft=None):
     counts = Counter()
     for seed in range(N):
         cfg = SpecConfig(k=3, max_new_tokens=3, seed=seed, full_trace=False, **SETTINGS)
-        counts[tuple(speculative_generate(model, NGramDrafter(), ids, cfg, bugs=bugs).new_token_ids[:2])] += 1
+        tr = speculative_generate(model, NGramDrafter() if draft is None else draft, ids, cfg, bugs=bugs)
+        counts[tuple(tr.new_token_ids[:2])] += 1
     assert set(counts) <= set(joint), "generated a pair with zero target probability"
     cells = list(joint)
     exp = np.array([joint[c] * N for c in cells])
@@ -49,4 +52,15 @@ def test_bundled_ngram_exact_and_bug_caught(bundled):
     ids = encode_prompt(tok, PROMPT, chat=False)
     joint = exact_joint(model, ids)
     exact, broken = p_value(model, ids, joint, InjectedBugs()), p_value(model, ids, joint, InjectedBugs(resample_from_p=True))
+    assert exact > 1e-3 and broken < 1e-6, f"p-values: correct engine {exact:.3g}, resample-from-p {broken:.3g}"
+
+
+@pytest.mark.slow
+def test_bundled_feature_draft_exact_and_bug_caught(bundled):
+    model, tok = bundled
+    draft = load_feature_draft(model)
+    ids = encode_prompt(tok, "Tell me about the ocean.", chat=True)
+    joint = exact_joint(model, ids)
+    exact = p_value(model, ids, joint, InjectedBugs(), draft)
+    broken = p_value(model, ids, joint, InjectedBugs(resample_from_p=True), draft)
     assert exact > 1e-3 and broken < 1e-6, f"p-values: correct engine {exact:.3g}, resample-from-p {broken:.3g}"

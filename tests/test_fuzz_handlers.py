@@ -49,7 +49,7 @@ def pool(bundled, one_thread):
 
 
 def _frames(pool, args: dict, control=None) -> list[tuple]:
-    return list(run_live(pool, args["pair"], args["prompt"], args["k"], args["adaptive_k"], args["temperature"],
+    return list(run_live(pool, args["pair"], args["prompt"], args["k"], args["k_policy"], args["temperature"],
                          args["top_k"], args["top_p"], args["max_new_tokens"], args["seed"], args["with_baseline"],
                          args["chat"], control))
 
@@ -71,7 +71,7 @@ def _check_refusal(e: gr.Error, fields: list[str], note: str) -> None:
 @pytest.fixture(scope="module")
 def session_a(pool):
     """Another viewer's finished run: its trace state and its export, compared after the fuzzing."""
-    args = {"pair": "bundled|ngram", "prompt": "Count: one two three one two three", "k": 3, "adaptive_k": False,
+    args = {"pair": "bundled|ngram", "prompt": "Count: one two three one two three", "k": 3, "k_policy": "fixed",
             "temperature": 0.7, "top_k": 0, "top_p": 0.9, "max_new_tokens": 8, "seed": 5, "with_baseline": True,
             "chat": True}
     last = _frames(pool, args, new_control())[-1]

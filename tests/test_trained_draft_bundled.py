@@ -1,12 +1,13 @@
-"""The shipped trained draft on the bundled target (slow: real model): it loads offline, keeps greedy
-output identical to target-only greedy (ours and transformers' assisted generation), and really disagrees
-with the target (some drafts accepted, some rejected)."""
+"""The shipped trained drafts on the bundled target (slow: real model): they load offline, keep greedy
+output identical to target-only greedy (ours, and for the token-only draft transformers' assisted
+generation), and really disagree with the target (some drafts accepted, some rejected)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from specdec_core import SpecConfig, baseline_generate, encode_prompt, load_bundled_draft, speculative_generate
+from specdec_core import (FeatureDrafter, SpecConfig, baseline_generate, encode_prompt, load_bundled_draft,
+                          load_feature_draft, speculative_generate)
 
 pytestmark = pytest.mark.slow
 
@@ -19,16 +20,20 @@ def draft(bundled):
     return load_bundled_draft(bundled[0])
 
 
-def test_trained_draft_greedy_equality_and_real_disagreement(bundled, draft):
+@pytest.mark.parametrize("which", ["token", "feature"])
+def test_trained_drafts_keep_greedy_equality_and_really_disagree(bundled, draft, which):
     model, tok = bundled
+    chosen = draft if which == "token" else load_feature_draft(model)
     drafted = accepted = 0
     for prompt in PROMPTS:
         ids = encode_prompt(tok, prompt)
         cfg = SpecConfig(k=4, temperature=0.0, max_new_tokens=24)
-        tr = speculative_generate(model, draft, ids, cfg, tokenizer=tok)
+        tr = speculative_generate(model, chosen, ids, cfg, tokenizer=tok)
         assert tr.new_token_ids == baseline_generate(model, ids, cfg, tok).new_token_ids, prompt
         drafted, accepted = drafted + tr.stats.drafted, accepted + tr.stats.accepted
     assert 0 < accepted < drafted
+    if which == "feature":
+        assert tr.config["drafter"] == "feature draft" and isinstance(chosen.make_drafter(), FeatureDrafter)
 
 
 def test_trained_draft_as_transformers_assistant(bundled, draft):

@@ -3,6 +3,7 @@
 Three stages, each with a progress bar and an ETA on stderr:
  1. data     - the target answers the training prompts; its top-32 log-probs are kept per position
                (cached under --work-dir, keyed by the data settings, so a retrain can skip it);
+               the feature design also keeps the target's last hidden states (one teacher-forced pass);
  2. train    - the draft's layers (initialised from the target's) are distilled towards those labels;
  3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine.
 Writes the weights (safetensors, one file per layer, fp16) and a card (draft_card.json) to --out.
@@ -16,25 +17,37 @@ import os
 import sys
 import time
 
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "smollm2_draft")
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
+DEFAULT_OUT = {"token": os.path.join(ASSETS, "smollm2_draft"), "feature": os.path.join(ASSETS, "smollm2_feature_draft")}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m specdec_core.distill", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT, help="folder for the weights and the card")
+    ap.add_argument("--design", choices=["feature", "token"], default="feature",
+                    help="feature: one EAGLE-style layer reading the target's last hidden state; "
+                         "token: a few decoder layers over tokens only")
+    ap.add_argument("--out", default=None, help="folder for the weights and the card (default: the shipped one)")
     ap.add_argument("--work-dir", default=".distill_cache", help="cache for the generated data")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", type=int, default=1024, help="training prompts")
     ap.add_argument("--max-new-tokens", type=int, default=160, help="longest training response")
     ap.add_argument("--batch-size", type=int, default=32, help="generation batch")
-    ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from")
+    ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from "
+                    "(the feature design uses the last one)")
     ap.add_argument("--vocab", type=int, default=16384, help="draft head size (most frequent training tokens)")
-    ap.add_argument("--epochs", type=float, default=6.0)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--heldout", type=int, default=48, help="held-out prompts for the acceptance measurement")
-    ap.add_argument("--eval-tokens", type=int, default=96, help="new tokens per held-out prompt")
+    ap.add_argument("--epochs", type=float, default=8.0)
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 2e-3 feature, 5e-4 token)")
+    ap.add_argument("--batch-tokens", type=int, default=None,
+                    help="padded tokens per training batch (default: 1024 feature, 4096 token)")
+    ap.add_argument("--heldout", type=int, default=32, help="held-out prompts for the acceptance measurement")
+    ap.add_argument("--eval-tokens", type=int, default=64, help="new tokens per held-out prompt")
     ap.add_argument("--stage", choices=["all", "data"], default="all", help="'data' stops after stage 1")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    feature = args.design == "feature"
+    args.out = args.out or DEFAULT_OUT[args.design]
+    args.lr = args.lr if args.lr is not None else (2e-3 if feature else 5e-4)
+    args.batch_tokens = args.batch_tokens or (1024 if feature else 4096)
+    return args
 
 
 def _bar(total: int, desc: str):
@@ -42,13 +55,17 @@ def _bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="tok", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
+def _data_key(args: argparse.Namespace) -> tuple[dict, str]:
+    key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
+           "seed": args.seed, "version": 1}
+    return key, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[list, dict]:
     import torch
     from .data import generate_dataset
     from .prompts import training_prompts
-    key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
-           "seed": args.seed, "version": 1}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    key, digest = _data_key(args)
     path = os.path.join(args.work_dir, f"data-{digest}.pt")
     if os.path.exists(path):
         blob = torch.load(path, weights_only=False)
@@ -65,6 +82,19 @@ def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[
     return data, info
 
 
+def load_or_compute_features(args: argparse.Namespace, target, data: list) -> list:
+    """The target's features for every example (feature design only), cached beside the data."""
+    import torch
+    from .features import target_features
+    path = os.path.join(args.work_dir, f"features-{_data_key(args)[1]}.pt")
+    if os.path.exists(path):
+        return torch.load(path, weights_only=True)
+    with _bar(sum(len(e.ids) for e in data), "1b/3 target features") as bar:
+        features = target_features(target, data, on_batch=bar.update)
+    torch.save(features, path)
+    return features
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -76,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {data_info}", file=sys.stderr)
     if args.stage == "data":
         return 0
+    features = load_or_compute_features(args, target, data) if args.design == "feature" else None
     from .pipeline import train_and_save
-    card = train_and_save(args, target, tokenizer, data, data_info, t_start, bar=_bar)
+    card = train_and_save(args, target, tokenizer, data, data_info, t_start, bar=_bar, features=features)
     print(json.dumps(card["measured"], indent=1))
     return 0
 

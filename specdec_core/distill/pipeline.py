@@ -1,4 +1,9 @@
-"""Stages 2 and 3 of ``python -m specdec_core.distill``: train, save, reload, measure, write the card."""
+"""Stages 2 and 3 of ``python -m specdec_core.distill``: train, save, reload, measure, write the card.
+
+Two designs (``--design``): ``token`` (a few decoder layers over tokens, ``trained_draft``) and
+``feature`` (one EAGLE-style layer reading the target's features, ``feature_draft``). Both share the
+data, the held-out prompts, the draft vocabulary and the measurement through the real engine.
+"""
 from __future__ import annotations
 
 import argparse
@@ -11,22 +16,25 @@ import torch
 from ..config import SpecConfig
 from ..engine import speculative_generate
 from ..models import encode_prompt
-from ..trained_draft import build_draft, load_bundled_draft, save_draft, write_card
 from .data import Example, generate_dataset
 from .prompts import heldout_prompts
 from .train import build_vocab, distill
 
 MEASURE_K = 4
+DATA_SOURCE = ("the target's own answers to template × topic chat prompts (specdec_core/distill/prompts.py), "
+               "greedy and sampled (T 0.8, top-p 0.95) batches alternating; labels: the target's top-32 "
+               "log-probs at temperature 1")
 
 
-def measure_acceptance(target: torch.nn.Module, draft: torch.nn.Module, tokenizer, prompts: list[str],
+def measure_acceptance(target: torch.nn.Module, make_draft: Callable[[], object], tokenizer, prompts: list[str],
                        temperature: float, max_new_tokens: int, k: int = MEASURE_K, seed: int = 0) -> dict:
-    """accepted ÷ drafted and tokens per iteration over ``prompts``, through the real engine."""
+    """accepted ÷ drafted and tokens per iteration over ``prompts``, through the real engine
+    (``make_draft()``: a draft model or a fresh drafter for each prompt)."""
     drafted = accepted = tokens = iterations = 0
     for i, prompt in enumerate(prompts):
         cfg = SpecConfig(k=k, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
                          seed=seed + i, full_trace=False)
-        tr = speculative_generate(target, draft, encode_prompt(tokenizer, prompt), cfg, tokenizer=tokenizer)
+        tr = speculative_generate(target, make_draft(), encode_prompt(tokenizer, prompt), cfg, tokenizer=tokenizer)
         drafted, accepted = drafted + tr.stats.drafted, accepted + tr.stats.accepted
         tokens, iterations = tokens + tr.stats.new_tokens, iterations + tr.stats.iterations
     return {"temperature": temperature, "k": k, "prompts": len(prompts), "drafted": drafted, "accepted": accepted,
@@ -34,55 +42,95 @@ def measure_acceptance(target: torch.nn.Module, draft: torch.nn.Module, tokenize
             "tokens_per_iteration": round(tokens / max(iterations, 1), 3)}
 
 
-def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer, data: list[Example],
-                   data_info: dict, t_start: float, bar: Callable) -> dict:
+def _train_token(args, target, data, vocab, curve_set, pad, on_step):
+    from ..trained_draft import build_draft
     layers = [int(x) for x in str(args.layers).split(",") if x.strip()]
+    draft = build_draft(target, layers, vocab)
+    draft.requires_grad_(False)
+    for p in [*draft.model.layers.parameters(), *draft.model.norm.parameters()]:
+        p.requires_grad_(True)
+    n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
+    log = distill(draft, data, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad, heldout=curve_set,
+                  tokens_per_batch=args.batch_tokens, on_step=on_step)
+    what = (f"a Llama decoder of {len(layers)} layers initialised from the target's layers {layers}, the "
+            "target's final norm")
+    return draft, log, {"init_layers": layers, "trainable_params": n_train}, what
+
+
+def _train_feature(args, target, data, vocab, curve_set, pad, on_step, features, curve_features):
+    from ..feature_draft import FeatureDraft
+    from .train_feature import distill_features
+    layer = int(str(args.layers).split(",")[-1])
+    draft = FeatureDraft(target, layer, vocab)
+    draft.requires_grad_(False)
+    for name, p in draft.named_parameters():
+        if not name.startswith(("embed_tokens", "lm_head")):
+            p.requires_grad_(True)
+    n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
+    log = distill_features(draft, data, features, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad,
+                           heldout=(curve_set, curve_features), tokens_per_batch=args.batch_tokens, on_step=on_step)
+    what = (f"EAGLE-style: fc([embedding; target feature]) then one decoder layer initialised from the target's "
+            f"layer {layer}, then a norm; reads the target's last hidden state")
+    return draft, log, {"init_layer": layer, "trainable_params": n_train}, what
+
+
+def _save_and_reload(design: str, target: torch.nn.Module, draft: torch.nn.Module, out: str,
+                     card: dict) -> tuple[list[str], Callable[[], object]]:
+    """Write the draft, load it back from disk (fp16 round trip) and return its files and a drafter factory."""
+    if design == "feature":
+        from ..feature_draft import FeatureDrafter, load_feature_draft, save_feature_draft
+        files = save_feature_draft(draft, out, card)
+        loaded = load_feature_draft(target, out)
+        return files, lambda: FeatureDrafter(loaded)
+    from ..trained_draft import load_bundled_draft, save_draft
+    files = save_draft(draft, out, card)
+    shipped = load_bundled_draft(target, out)
+    return files, lambda: shipped
+
+
+def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer, data: list[Example],
+                   data_info: dict, t_start: float, bar: Callable, features: list[torch.Tensor] | None = None) -> dict:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     target.requires_grad_(False)
     held = heldout_prompts(args.heldout)
     # held-out greedy answers for the agreement curve (not trained on: other templates, other topics)
     curve_set = generate_dataset(target, tokenizer, held[:16], 64, 16, seed=args.seed + 7)
     vocab = build_vocab(data, args.vocab, target.config.vocab_size, always=(tokenizer.eos_token_id,))
-    draft = build_draft(target, layers, vocab)
-    for p in draft.parameters():
-        p.requires_grad_(False)
-    for p in [*draft.model.layers.parameters(), *draft.model.norm.parameters()]:
-        p.requires_grad_(True)
-    n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
-    tokens_per_epoch = data_info["response_tokens"]
-    with bar(int(tokens_per_epoch * args.epochs), "2/3 train") as b:
+    with bar(int(data_info["response_tokens"] * args.epochs), "2/3 train") as b:
         def on_step(n: int, loss: float) -> None:
             b.update(n)
             b.set_postfix(loss=f"{loss:.3f}")
-        log = distill(draft, data, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad, heldout=curve_set,
-                      on_step=on_step)
+        if args.design == "feature":
+            from .features import target_features
+            draft, log, arch, what = _train_feature(args, target, data, vocab, curve_set, pad, on_step, features,
+                                   target_features(target, curve_set))
+        else:
+            draft, log, arch, what = _train_token(args, target, data, vocab, curve_set, pad, on_step)
     card = {
-        "what": "draft for SmolLM2-135M-Instruct (bundled): a Llama decoder of "
-                f"{len(layers)} layers initialised from the target's layers {layers}, the target's final norm, "
-                f"a head over the {len(vocab)} most frequent response tokens; embedding and LM head shared with "
-                "the target (not stored)",
-        "init_layers": layers, "draft_vocab_size": len(vocab), "trainable_params": n_train,
+        "what": f"{args.design} draft for SmolLM2-135M-Instruct (bundled): {what}; a head over the {len(vocab)} "
+                "most frequent response tokens (q = 0 elsewhere); embedding and LM head shared with the target "
+                "(not stored)",
+        "design": args.design, **arch, "draft_vocab_size": len(vocab),
         "command": "python -m specdec_core.distill " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "work_dir", "stage")),
-        "data": {**data_info, "source": "the target's own answers to template × topic chat prompts "
-                 "(specdec_core/distill/prompts.py), greedy and sampled (T 0.8, top-p 0.95) batches alternating; "
-                 "labels: the target's top-32 log-probs at temperature 1"},
-        "training": {"epochs": args.epochs, "lr": args.lr, "steps": log["steps"],
+        "data": {**data_info, "source": DATA_SOURCE},
+        "training": {"epochs": args.epochs, "lr": args.lr, "batch_tokens": args.batch_tokens, "steps": log["steps"],
                      "response_tokens_seen": log["response_tokens_seen"], "seconds": log["seconds"],
-                     "first_loss": round(log["losses"][0], 4), "last_loss": round(sum(log["losses"][-20:]) / len(log["losses"][-20:]), 4),
+                     "first_loss": round(log["losses"][0], 4),
+                     "last_loss": round(sum(log["losses"][-20:]) / len(log["losses"][-20:]), 4),
                      "curve": log["curve"]},
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}",
         "seed": args.seed,
     }
-    card["files"] = save_draft(draft, args.out, {**card, "measured": None})
-    shipped = load_bundled_draft(target, args.out)          # measure what was written (fp16 round trip)
+    card["files"], make_draft = _save_and_reload(args.design, target, draft, args.out, {**card, "measured": None})
     with bar(2 * len(held) * args.eval_tokens, "3/3 measure") as b:
         measured = {}
         for name, temp in (("greedy", 0.0), ("t0.7", 0.7)):
-            measured[name] = measure_acceptance(target, shipped, tokenizer, held, temp, args.eval_tokens,
+            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, args.eval_tokens,
                                                 seed=args.seed)
             b.update(len(held) * args.eval_tokens)
     card["measured"] = {"heldout_prompts": len(held), "new_tokens_each": args.eval_tokens, **measured}
     card["total_seconds"] = round(time.time() - t_start, 1)
+    from ..trained_draft import write_card
     write_card(args.out, card)                              # the weights are already written
     return card

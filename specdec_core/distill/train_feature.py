@@ -1,0 +1,121 @@
+"""Distil the feature-reading draft (``specdec_core.feature_draft``) towards the target.
+
+The draft's input at position t is (x_{t+1}, f_t) — the next token and the target's feature at t — and
+its output f̂_{t+1} should be the target's feature at t+1, whose head distribution p predicts x_{t+2}.
+Loss per response position: the soft cross-entropy of ``train.py`` (target's top-32 labels, draft
+vocabulary) plus ``feat_weight`` × SmoothL1(f̂, f). A second, unrolled pass feeds the draft its own
+f̂_t as input instead of f_t (what it sees from its second draft step on), with weight ``unroll_weight``.
+The curve logs step-1 agreement (true features) and step-2 agreement given step 1 was right.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .data import Example
+from .train import TOKENS_PER_BATCH, _collate, lr_at, make_batches
+
+
+def _padded_features(features: list[torch.Tensor], idx: list[int], width: int) -> torch.Tensor:
+    out = torch.zeros((len(idx), width, features[idx[0]].shape[-1]))
+    for r, i in enumerate(idx):
+        out[r, :features[i].shape[0]] = features[i].float()
+    return out
+
+
+def _passes(draft: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor, unroll: bool):
+    """Pass 1 on the target's features; pass 2 (optional) on the draft's own pass-1 guesses of them."""
+    pos = torch.arange(ids.shape[1] - 1)[None].expand(ids.shape[0], -1)
+    out1 = draft(ids[:, 1:], feats[:, :-1], pos)                           # (B, W-1, H): f̂_{t+1}
+    if not unroll:
+        return out1, None
+    own = torch.cat([feats[:, :1], out1[:, :-1].detach()], dim=1)           # f̂_t for t ≥ 1, f_0 for t = 0
+    return out1, draft(ids[:, 1:], own, pos)
+
+
+def feature_loss(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], idx: list[int],
+                 to_draft: torch.Tensor, pad: int, feat_weight: float, unroll_weight: float) -> torch.Tensor:
+    ids, mask, rows, cols, slot, p = _collate(data, idx, to_draft, pad)
+    feats = _padded_features(features, idx, ids.shape[1])
+    outs = _passes(draft, ids, feats, unroll_weight > 0)
+    valid = mask[:, 1:].bool()                                              # f_{t+1} exists
+    total = torch.zeros(())
+    for out, w in zip(outs, (1.0, unroll_weight)):
+        if out is None:
+            continue
+        logq = torch.log_softmax(draft.draft_logits(out[rows, cols - 1]).float(), dim=-1)  # output t predicts x_{t+2}
+        ce = -(p * logq.gather(1, slot)).sum(-1).mean()
+        reg = F.smooth_l1_loss(out[valid], feats[:, 1:][valid])
+        total = total + w * (ce + feat_weight * reg)
+    return total
+
+
+@torch.inference_mode()
+def feature_agreement(draft: torch.nn.Module, heldout: list[Example], features: list[torch.Tensor]) -> tuple[float, float]:
+    """Step-1 agreement (draft argmax == the target's greedy token, true features; tokens outside the draft
+    vocabulary count as misses) and step-2 agreement where step 1 at the previous position was right."""
+    hits1 = total1 = hits2 = total2 = 0
+    for e, f in zip(heldout, features):
+        ids = torch.tensor([e.ids])
+        out1, out2 = _passes(draft, ids, f.float()[None], unroll=True)
+        t = torch.arange(e.prompt_len - 2, len(e.ids) - 2)                  # outputs predicting the response
+        gold = ids[0, t + 2]
+        ok1 = draft.full_logits(out1[0, t]).argmax(-1) == gold
+        ok2 = draft.full_logits(out2[0, t]).argmax(-1) == gold
+        hits1, total1 = hits1 + int(ok1.sum()), total1 + len(t)
+        prev_ok = torch.cat([torch.zeros(1, dtype=torch.bool), ok1[:-1]])   # step 1 right one position earlier
+        hits2, total2 = hits2 + int((ok2 & prev_ok).sum()), total2 + int(prev_ok.sum())
+    return hits1 / max(total1, 1), hits2 / max(total2, 1)
+
+
+def distill_features(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], *, epochs: float,
+                     lr: float, seed: int, pad: int, feat_weight: float = 1.0, unroll_weight: float = 0.5,
+                     heldout: tuple[list[Example], list[torch.Tensor]] | None = None, evals: int = 8,
+                     tokens_per_batch: int = TOKENS_PER_BATCH,
+                     on_step: Callable[[int, float], None] | None = None) -> dict:
+    """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings."""
+    torch.manual_seed(seed)
+    to_draft = torch.full((draft.vocab_size,), -1, dtype=torch.long)
+    to_draft[draft.draft_vocab.cpu()] = torch.arange(len(draft.draft_vocab))
+    params = [p for p in draft.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    per_epoch = make_batches(data, tokens_per_batch, seed)
+    total = max(1, round(len(per_epoch) * epochs))
+    eval_at = {round(total * (i + 1) / evals) for i in range(evals)} if heldout else set()
+    curve, losses, seen = [], [], 0
+
+    def evaluate() -> None:
+        draft.eval()
+        a1, a2 = feature_agreement(draft, *heldout)
+        curve.append({"tokens_seen": seen, "step1_agreement": round(a1, 4), "step2_agreement_given_step1": round(a2, 4)})
+
+    if heldout:
+        evaluate()
+    t0 = time.time()
+    order, order_epoch = per_epoch, 0
+    for step in range(total):
+        epoch, at = divmod(step, len(per_epoch))
+        if epoch != order_epoch:
+            order, order_epoch = make_batches(data, tokens_per_batch, seed + epoch), epoch
+        batch = order[at]
+        draft.train()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, total, lr, warmup=max(1, total // 20))
+        loss = feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(loss.item())
+        n_tok = sum(len(data[i].ids) - data[i].prompt_len for i in batch)
+        seen += n_tok
+        if on_step is not None:
+            on_step(n_tok, losses[-1])
+        if step + 1 in eval_at:
+            evaluate()
+    draft.eval()
+    return {"steps": total, "batches_per_epoch": len(per_epoch), "losses": losses, "curve": curve,
+            "response_tokens_seen": seen, "seconds": round(time.time() - t0, 1)}

@@ -1,0 +1,130 @@
+"""The feature-reading (EAGLE-style) draft on tiny in-process models: the engine hands it the right
+features (its cached drafts equal a from-scratch recomputation in every iteration), greedy output is
+the target's, sampling stays exact (chi-square), training lowers the loss and raises agreement, the
+weights round-trip, and a broken file gives a clear error."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from specdec_core import FeatureDraft, SpecConfig, load_feature_draft, speculative_generate
+from specdec_core.distill.features import target_features
+from specdec_core.distill.train import build_vocab
+from specdec_core.distill.train_feature import distill_features, feature_agreement
+from specdec_core.drafters import model_drafter
+from specdec_core.engine import TargetModel
+from specdec_core.feature_draft import WEIGHTS, FeatureDrafter, save_feature_draft
+from specdec_core.trained_draft import DraftFilesError
+from test_distill import V, _examples
+from test_exactness import PROMPT, VOCAB, chi_square_p, empirical_first_two, exact_first_two
+from tests.conftest import make_tiny_lm
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def tiny_target():
+    return make_tiny_lm(vocab_size=V, seed=3, layers=2, hidden=32, scale=4.0)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_target):
+    """A feature draft trained briefly on the tiny target's own samples (so that it gets drafts accepted)."""
+    train = _examples(tiny_target, 48, seed=0)
+    held = _examples(tiny_target, 8, seed=1, greedy=True)
+    draft = FeatureDraft(tiny_target, 1, build_vocab(train, 20, V))
+    draft.requires_grad_(False)
+    for name, p in draft.named_parameters():
+        if not name.startswith(("embed_tokens", "lm_head")):
+            p.requires_grad_(True)
+    held_f = target_features(tiny_target, held)
+    before = feature_agreement(draft, held, held_f)
+    log = distill_features(draft, train, target_features(tiny_target, train), epochs=8, lr=3e-3, seed=0, pad=0,
+                           heldout=(held, held_f), evals=2, tokens_per_batch=128)
+    draft.requires_grad_(False)
+    return draft, log, before, train
+
+
+def test_target_features_leave_the_logits_unchanged(tiny_target):
+    ids = [1, 5, 7, 2, 9, 4]
+    plain, keep = TargetModel(tiny_target), TargetModel(tiny_target, keep_features=True)
+    assert torch.equal(plain.forward(ids[:4]), keep.forward(ids[:4]))
+    assert keep.features.shape == (4, 32) and keep.features_from == 0
+    assert torch.equal(plain.forward(ids, [3], logits_to_keep=3), keep.forward(ids, [3], logits_to_keep=3))
+    assert keep.features.shape[0] == 3 and keep.features_from == 4
+    with torch.inference_mode():   # the post-norm last hidden state, as one full pass computes it
+        full = tiny_target.get_decoder()(input_ids=torch.tensor([ids + [3]])).last_hidden_state[0]
+    assert torch.allclose(keep.features, full[4:], atol=1e-5)
+
+
+def test_training_lowers_the_loss_and_raises_agreement(trained):
+    draft, log, before, _ = trained
+    assert sum(log["losses"][-5:]) < 0.85 * sum(log["losses"][:5])   # the floor is the teacher entropy (×1.5)
+    assert log["curve"][-1]["step1_agreement"] > before[0] + 0.1
+    assert draft.embed_tokens.weight.requires_grad is False and draft.lm_head.weight.requires_grad is False
+
+
+@torch.inference_mode()
+def _reference_drafts(target, draft, ids: list[int], k: int) -> list[int]:
+    """Greedy drafts recomputed from scratch: target features for every position but the last, then the
+    draft over the whole sequence, feeding its own last feature back for every further draft."""
+    f = target.get_decoder()(input_ids=torch.tensor([ids[:-1]])).last_hidden_state[0]
+    toks, feats, out = list(ids[1:]), list(f), []
+    for _ in range(k):
+        pos = torch.arange(len(toks))[None]
+        hidden = draft(torch.tensor([toks]), torch.stack(feats)[None], pos)[0, -1]
+        nxt = int(draft.full_logits(hidden).argmax())
+        out.append(nxt)
+        toks.append(nxt)
+        feats.append(hidden)
+    return out
+
+
+def test_cached_drafting_matches_recomputation_and_greedy_is_the_targets(tiny_target, trained):
+    draft, _, _, train = trained
+    prompt = train[3].ids[:5]
+    cfg = SpecConfig(k=3, temperature=0.0, max_new_tokens=24, full_trace=False)
+    tr = speculative_generate(tiny_target, draft, prompt, cfg)     # a FeatureDraft module: as_drafter wraps it
+    assert tr.config["drafter"] == "feature draft"
+    ref = tiny_target.generate(input_ids=torch.tensor([prompt]), max_new_tokens=24, do_sample=False)
+    assert tr.new_token_ids == ref[0, 5:].tolist()
+    assert tr.stats.accepted > 0 and tr.stats.accepted < tr.stats.drafted   # both fates occur
+    seq = prompt + tr.new_token_ids
+    for it in tr.iterations:
+        drafted = [d.token_id for d in it.drafts]
+        assert drafted == _reference_drafts(tiny_target, draft, seq[:it.start_len], len(drafted)), it.index
+
+
+def test_sampling_with_the_feature_draft_is_exact():
+    target = make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0)
+    draft = FeatureDraft(target, 0, torch.arange(VOCAB - 1))   # one token outside the draft vocabulary: q = 0
+    s = dict(temperature=1.0, top_k=0, top_p=1.0)
+    counts = empirical_first_two(target, lambda: model_drafter(draft), k=2, **s, n=2000)
+    p, tv = chi_square_p(counts, exact_first_two(target, PROMPT, **s), 2000)
+    assert p > 1e-3, f"chi-square p={p:.2e}, TV={tv:.3f}"
+
+
+def test_round_trip_and_broken_files(tiny_target, trained, tmp_path):
+    draft = trained[0]
+    files = save_feature_draft(draft, str(tmp_path), {"init_layer": 1})
+    assert files == [WEIGHTS] and os.path.getsize(tmp_path / WEIGHTS) < 10 * 2**20
+    loaded = load_feature_draft(tiny_target, str(tmp_path))
+    x, f, pos = torch.tensor([[1, 2, 3]]), torch.randn(1, 3, 32), torch.arange(3)[None]
+    with torch.inference_mode():
+        a, b = draft.full_logits(draft(x, f, pos)), loaded.full_logits(loaded(x, f, pos))
+    assert torch.equal(torch.isinf(a), torch.isinf(b)) and a.shape[-1] == V
+    assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=2e-2)   # fp16 on disk
+    assert isinstance(model_drafter(loaded), FeatureDrafter)
+    assert json.loads((tmp_path / "draft_card.json").read_text())["files"] == [WEIGHTS]
+
+    (tmp_path / WEIGHTS).write_bytes(b"not a safetensors file")
+    with pytest.raises(DraftFilesError, match=r"feature_draft\.safetensors.*python -m specdec_core\.distill --design feature"):
+        load_feature_draft(tiny_target, str(tmp_path))
+    os.remove(tmp_path / WEIGHTS)
+    with pytest.raises(DraftFilesError, match=r"feature_draft\.safetensors"):
+        load_feature_draft(tiny_target, str(tmp_path))
+    with pytest.raises(DraftFilesError, match=r"draft_card\.json"):
+        load_feature_draft(tiny_target, str(tmp_path / "nowhere"))
