@@ -19,7 +19,6 @@ target's features after the prefill and after every verify forward (``observe_fe
 from __future__ import annotations
 
 import copy
-import json
 import os
 import weakref
 
@@ -28,10 +27,10 @@ from torch import nn
 
 from .drafters import DraftPolicy, Proposal, new_kv_cache, proposal_from_steps
 from .timing import now_ms
-from .trained_draft import DraftFilesError, draft_config, write_card
+from .trained_draft import (CARD, DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
+                            write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
-CARD = "draft_card.json"
 WEIGHTS = "feature_draft.safetensors"
 REBUILD = "python -m specdec_core.distill --design feature"
 
@@ -86,24 +85,13 @@ class FeatureDraft(nn.Module):
         hidden = self.post_norm(x)
         return (hidden, self.full_logits(hidden[:, -1])) if last_logits else hidden
 
-    def head_rows(self) -> torch.Tensor:
-        rows, w = self._head_rows, self.lm_head.weight
-        stale = rows is None or rows.dtype != w.dtype or rows.device != w.device
-        if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):
-            with torch.no_grad():
-                rows = self._head_rows = w[self.draft_vocab].contiguous()
-        return rows
-
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary."""
-        return hidden @ self.head_rows().T
+        return hidden @ head_rows(self).T
 
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, V): the draft-vocabulary logits, -inf elsewhere (q = 0 there)."""
-        small = self.draft_logits(hidden)
-        full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
-        full[..., self.draft_vocab] = small
-        return full
+        return full_vocab_logits(self.draft_logits(hidden), self.draft_vocab, self.vocab_size)
 
     def make_drafter(self, name: str = "feature draft") -> "FeatureDrafter":
         """A fresh drafter running this draft (``drafters.model_drafter`` calls this)."""
@@ -195,20 +183,14 @@ def save_feature_draft(draft: FeatureDraft, folder: str, card: dict) -> list[str
 def load_feature_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> FeatureDraft:
     """The shipped feature draft, tied to ``target``'s embedding and head. Raises ``DraftFilesError``
     naming the file and the rebuild command when a file is missing, corrupt or does not fit."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    card_path, path = os.path.join(folder, CARD), os.path.join(folder, WEIGHTS)
+    what, path = "the feature draft", os.path.join(folder, WEIGHTS)
+    card = read_card(folder, what, REBUILD)
     try:
-        with open(card_path) as f:
-            init_layer = int(json.load(f)["init_layer"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DraftFilesError(f"the feature draft's card {card_path} is missing or unreadable ({e}); "
+        init_layer = int(card["init_layer"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DraftFilesError(f"{what}'s card {os.path.join(folder, CARD)} is missing a field ({e}); "
                               f"rebuild it with `{REBUILD}`") from e
-    try:
-        state = load_file(path)
-    except (OSError, SafetensorError, ValueError) as e:
-        raise DraftFilesError(f"the feature draft's weight file {path} is missing or corrupt ({e}); "
-                              f"rebuild it with `{REBUILD}`") from e
+    state = read_weights(path, what, REBUILD)
     if "draft_vocab" not in state:
         raise DraftFilesError(f"{path} has no draft_vocab; rebuild it with `{REBUILD}`")
     draft = FeatureDraft(target, init_layer, state.pop("draft_vocab"))

@@ -35,6 +35,24 @@ def draft_config(target_config, n_layers: int):
     return cfg
 
 
+def head_rows(draft: torch.nn.Module) -> torch.Tensor:
+    """The shared LM head's rows for ``draft.draft_vocab``, gathered once (cached on ``draft._head_rows``)
+    and again after a dtype or device change, or when autograd needs a normal tensor."""
+    rows, w = draft._head_rows, draft.lm_head.weight
+    stale = rows is None or rows.dtype != w.dtype or rows.device != w.device
+    if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):
+        with torch.no_grad():
+            rows = draft._head_rows = w[draft.draft_vocab].contiguous()
+    return rows
+
+
+def full_vocab_logits(small: torch.Tensor, vocab_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(…, len(vocab_ids)) draft-vocabulary logits → (…, vocab_size), -inf elsewhere (q = 0 there)."""
+    full = small.new_full((*small.shape[:-1], vocab_size), float("-inf"))
+    full[..., vocab_ids] = small
+    return full
+
+
 def _draft_class():
     """Built on first use, so that importing this module does not import transformers."""
     from transformers import LlamaForCausalLM
@@ -48,17 +66,9 @@ def _draft_class():
             self.register_buffer("draft_vocab", ids, persistent=False)
             self._head_rows = None                           # gathered lazily, after weights are tied
 
-        def head_rows(self) -> torch.Tensor:
-            rows, w = self._head_rows, self.lm_head.weight
-            stale = rows is None or rows.dtype != w.dtype or rows.device != w.device
-            if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):  # autograd needs a normal tensor
-                with torch.no_grad():
-                    rows = self._head_rows = w[self.draft_vocab].contiguous()
-            return rows
-
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""
-            return hidden @ self.head_rows().T
+            return hidden @ head_rows(self).T
 
         def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                     inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
@@ -70,9 +80,7 @@ def _draft_class():
                 hidden = hidden[:, -logits_to_keep:]
             elif not isinstance(logits_to_keep, int):
                 hidden = hidden[:, logits_to_keep]
-            small = self.draft_logits(hidden)
-            logits = small.new_full((*small.shape[:-1], self.config.vocab_size), float("-inf"))
-            logits[..., self.draft_vocab] = small
+            logits = full_vocab_logits(self.draft_logits(hidden), self.draft_vocab, self.config.vocab_size)
             return CausalLMOutputWithPast(logits=logits, past_key_values=out.past_key_values)
 
     return TrainedDraft
@@ -132,31 +140,47 @@ class DraftFilesError(RuntimeError):
     """The shipped draft's files are missing or unreadable; the message names the file and the fix."""
 
 
+def read_card(folder: str, what: str, rebuild: str) -> dict:
+    """A draft's card, or ``DraftFilesError`` naming it and the rebuild command."""
+    path = os.path.join(folder, CARD)
+    try:
+        with open(path) as f:
+            card = json.load(f)
+        if not isinstance(card, dict):
+            raise ValueError("not a JSON object")
+        return card
+    except (OSError, ValueError) as e:
+        raise DraftFilesError(f"{what}'s card {path} is missing or unreadable ({e}); rebuild it with `{rebuild}`") from e
+
+
+def read_weights(path: str, what: str, rebuild: str) -> dict[str, torch.Tensor]:
+    """One safetensors file, or ``DraftFilesError`` naming it and the rebuild command."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    try:
+        return load_file(path)
+    except (OSError, SafetensorError, ValueError) as e:
+        raise DraftFilesError(f"{what}'s weight file {path} is missing or corrupt ({e}); "
+                              f"rebuild it with `{rebuild}`") from e
+
+
 def load_bundled_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> torch.nn.Module:
     """The project's trained draft for the bundled target, tied to ``target``'s embedding and LM head.
 
     Works as ``speculative_generate(target, draft, ...)`` and as ``target.generate(..., assistant_model=draft)``.
     Raises ``DraftFilesError`` naming the file and ``python -m specdec_core.distill`` when a file is
     missing or corrupt."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    card_path = os.path.join(folder, CARD)
+    what = "the trained draft"
+    card = read_card(folder, what, REBUILD)
     try:
-        with open(card_path) as f:
-            card = json.load(f)
         layers = [int(i) for i in card["init_layers"]]
         files = list(card["files"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DraftFilesError(f"the trained draft's card {card_path} is missing or unreadable ({e}); "
+    except (KeyError, TypeError, ValueError) as e:
+        raise DraftFilesError(f"{what}'s card {os.path.join(folder, CARD)} is missing a field ({e}); "
                               f"rebuild it with `{REBUILD}`") from e
     state: dict[str, torch.Tensor] = {}
     for name in files:
-        path = os.path.join(folder, name)
-        try:
-            state.update(load_file(path))
-        except (OSError, SafetensorError, ValueError) as e:
-            raise DraftFilesError(f"the trained draft's weight file {path} is missing or corrupt ({e}); "
-                                  f"rebuild it with `{REBUILD}`") from e
+        state.update(read_weights(os.path.join(folder, name), what, REBUILD))
     if "draft_vocab" not in state:
         raise DraftFilesError(f"{os.path.join(folder, 'head.safetensors')} has no draft_vocab; rebuild it with `{REBUILD}`")
     vocab = state.pop("draft_vocab")
