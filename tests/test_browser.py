@@ -258,7 +258,8 @@ def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     pg.wait_for_function("() => (document.querySelector('#replay-plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
                          ".startsWith('Iteration 2:')")
     assert _slider(pg, "replay-iteration") == 2
-    assert _plot_title(pg, "replay-plot-anatomy").startswith("Anatomy of iteration 2")
+    pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
+                         "?.text || '').startsWith('Anatomy of iteration 2')")   # drawn after plot-pq
     assert pg.get_attribute("#replay-tokens .sd-sel", "data-it") == "1"
     pg.keyboard.press("End")
     n = int(pg.evaluate("() => document.querySelector('#replay-iteration input[type=range]').max"))
@@ -309,9 +310,11 @@ def test_presenter_mode_from_the_url(page, server):
         pg.keyboard.press("ArrowRight")
         pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
                              "?.text || '').startsWith('Anatomy of iteration 2')")
-        for i in (3, 4):                               # iteration 4: a rejection and the resampled token
+        for i in (3, 4):                               # each step drawn before the next key (a busy machine is slow)
             pg.keyboard.press("ArrowRight")
             pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{i}'")
+            pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
+                                 f"?.text || '').startsWith('Anatomy of iteration {i}')")
         pg.set_viewport_size({"width": 1400, "height": 1560})
         pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
         time.sleep(1.0)
