@@ -1,6 +1,8 @@
 """Shared fixtures: tiny in-process models (random weights, no downloads) and the bundled model."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -41,3 +43,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def fault_on_forward(module: torch.nn.Module, n: int, exc: Exception):
+    """Within the block, ``module``'s n-th forward call raises ``exc`` (a fault injected for a test)."""
+    calls = {"n": 0}
+
+    def fault(mod, args, kwargs):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise exc
+    handle = module.register_forward_pre_hook(fault, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+

@@ -11,6 +11,7 @@ import gradio as gr
 import pytest
 
 from components.limits import (RunClock, RunLimits, acquire_in_turn, folder_usage, prune_exports)
+from conftest import fault_on_forward
 from components.live import PAIR_NGRAM, new_control, run_live
 from specdec_core import LoadedModel, Trace
 from specdec_core.models import FairLock
@@ -179,19 +180,9 @@ def test_a_run_over_the_time_limit_is_cut_and_keeps_its_trace(pool, monkeypatch)
 
 def test_a_fault_in_the_target_forward_ends_the_run_with_a_message_and_frees_the_model(pool):
     before = Trace.from_dict(_run(pool)[-1][-3]).new_token_ids
-    model = pool.bundled.model
-    calls = {"n": 0}
-
-    def fault(module, args, kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise IndexError("injected fault")
-    handle = model.register_forward_pre_hook(fault, with_kwargs=True)
-    try:
+    with fault_on_forward(pool.bundled.model, 3, IndexError("injected fault")):
         with pytest.raises(gr.Error, match="Generation failed: IndexError: injected fault"):
             _run(pool)
-    finally:
-        handle.remove()
     assert not pool.bundled.lock.locked()
     assert Trace.from_dict(_run(pool)[-1][-3]).new_token_ids == before
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import fault_on_forward
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
 from specdec_core.drafters import DraftPolicy, Proposal
 from specdec_core.proposal_check import DrafterError, ProposalError, check_proposal
@@ -101,17 +102,8 @@ def test_a_target_forward_that_raises_ends_the_run_and_the_model_stays_usable(ti
     target, _ = tiny_pair
     cfg = SpecConfig(k=3, max_new_tokens=12)
     before = speculative_generate(target, NGramDrafter(), [1, 2, 3, 1, 2], cfg)
-    calls = {"n": 0}
-
-    def fault(module, args, kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("injected fault in the target forward")
-    handle = target.register_forward_pre_hook(fault, with_kwargs=True)
-    try:
+    with fault_on_forward(target, 3, RuntimeError("injected fault in the target forward")):
         with pytest.raises(RuntimeError, match="injected fault"):
             speculative_generate(target, NGramDrafter(), [1, 2, 3, 1, 2], cfg)
-    finally:
-        handle.remove()
     after = speculative_generate(target, NGramDrafter(), [1, 2, 3, 1, 2], cfg)
     assert after.new_token_ids == before.new_token_ids

@@ -103,22 +103,33 @@ def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
-def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: float, seed: int, pad: int,
-            heldout: list[Example] | None = None, evals: int = 8, tokens_per_batch: int = TOKENS_PER_BATCH,
-            on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Train ``draft`` in place. Returns losses, the agreement curve (against response tokens seen) and timings."""
-    torch.manual_seed(seed)
-    vocab_size = draft.config.vocab_size
+def vocab_index(draft_vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(vocab_size,) slot of each token in the draft vocabulary, -1 where it has none."""
     to_draft = torch.full((vocab_size,), -1, dtype=torch.long)
-    to_draft[draft.draft_vocab.cpu()] = torch.arange(len(draft.draft_vocab))
+    to_draft[draft_vocab.cpu()] = torch.arange(len(draft_vocab))
+    return to_draft
+
+
+def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable[[list[int]], torch.Tensor],
+               evaluate: Callable[[], dict] | None, *, epochs: float, lr: float, seed: int, evals: int,
+               tokens_per_batch: int, on_step: Callable[[int, float], None] | None) -> dict:
+    """The training loop both draft designs share: AdamW on the draft's trainable parameters, batches of
+    similar length in a new seeded order each epoch, warm-up then cosine learning rate, gradient clipping.
+    ``batch_loss(indices)`` is the design's loss; ``evaluate()`` its held-out agreement figures, logged
+    ``evals`` times (and before the first step) against the response tokens seen."""
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = make_batches(data, tokens_per_batch, seed)
     total = max(1, round(len(per_epoch) * epochs))
-    eval_at = {round(total * (i + 1) / evals) for i in range(evals)} if heldout else set()
+    eval_at = {round(total * (i + 1) / evals) for i in range(evals)} if evaluate else set()
     curve, losses, seen = [], [], 0
-    if heldout:
-        curve.append({"tokens_seen": 0, "step1_agreement": round(step1_agreement(draft, heldout, pad), 4)})
+
+    def log_curve() -> None:
+        draft.eval()
+        curve.append({"tokens_seen": seen, **evaluate()})
+
+    if evaluate:
+        log_curve()
     t0 = time.time()
     order, order_epoch = per_epoch, 0
     for step in range(total):
@@ -129,7 +140,7 @@ def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: f
         draft.train()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, lr, warmup=max(1, total // 20))
-        loss = distill_loss(draft, data, batch, to_draft, pad)
+        loss = batch_loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -140,8 +151,18 @@ def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: f
         if on_step is not None:
             on_step(n_tok, losses[-1])
         if step + 1 in eval_at:
-            draft.eval()
-            curve.append({"tokens_seen": seen, "step1_agreement": round(step1_agreement(draft, heldout, pad), 4)})
+            log_curve()
     draft.eval()
     return {"steps": total, "batches_per_epoch": len(per_epoch), "losses": losses, "curve": curve,
             "response_tokens_seen": seen, "seconds": round(time.time() - t0, 1)}
+
+
+def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: float, seed: int, pad: int,
+            heldout: list[Example] | None = None, evals: int = 8, tokens_per_batch: int = TOKENS_PER_BATCH,
+            on_step: Callable[[int, float], None] | None = None) -> dict:
+    """Train ``draft`` in place. Returns losses, the agreement curve (against response tokens seen) and timings."""
+    torch.manual_seed(seed)
+    to_draft = vocab_index(draft.draft_vocab, draft.config.vocab_size)
+    evaluate = (lambda: {"step1_agreement": round(step1_agreement(draft, heldout, pad), 4)}) if heldout else None
+    return train_loop(draft, data, lambda batch: distill_loss(draft, data, batch, to_draft, pad), evaluate,
+                      epochs=epochs, lr=lr, seed=seed, evals=evals, tokens_per_batch=tokens_per_batch, on_step=on_step)

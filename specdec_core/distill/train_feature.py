@@ -9,14 +9,13 @@ The curve logs step-1 agreement (true features) and step-2 agreement given step 
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 from .data import Example
-from .train import TOKENS_PER_BATCH, _collate, lr_at, make_batches
+from .train import TOKENS_PER_BATCH, _collate, train_loop, vocab_index
 
 
 def _padded_features(features: list[torch.Tensor], idx: list[int], width: int) -> torch.Tensor:
@@ -78,44 +77,13 @@ def distill_features(draft: torch.nn.Module, data: list[Example], features: list
                      on_step: Callable[[int, float], None] | None = None) -> dict:
     """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings."""
     torch.manual_seed(seed)
-    to_draft = torch.full((draft.vocab_size,), -1, dtype=torch.long)
-    to_draft[draft.draft_vocab.cpu()] = torch.arange(len(draft.draft_vocab))
-    params = [p for p in draft.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    per_epoch = make_batches(data, tokens_per_batch, seed)
-    total = max(1, round(len(per_epoch) * epochs))
-    eval_at = {round(total * (i + 1) / evals) for i in range(evals)} if heldout else set()
-    curve, losses, seen = [], [], 0
+    to_draft = vocab_index(draft.draft_vocab, draft.vocab_size)
 
-    def evaluate() -> None:
-        draft.eval()
+    def evaluate() -> dict:
         a1, a2 = feature_agreement(draft, *heldout)
-        curve.append({"tokens_seen": seen, "step1_agreement": round(a1, 4), "step2_agreement_given_step1": round(a2, 4)})
+        return {"step1_agreement": round(a1, 4), "step2_agreement_given_step1": round(a2, 4)}
 
-    if heldout:
-        evaluate()
-    t0 = time.time()
-    order, order_epoch = per_epoch, 0
-    for step in range(total):
-        epoch, at = divmod(step, len(per_epoch))
-        if epoch != order_epoch:
-            order, order_epoch = make_batches(data, tokens_per_batch, seed + epoch), epoch
-        batch = order[at]
-        draft.train()
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, total, lr, warmup=max(1, total // 20))
-        loss = feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        losses.append(loss.item())
-        n_tok = sum(len(data[i].ids) - data[i].prompt_len for i in batch)
-        seen += n_tok
-        if on_step is not None:
-            on_step(n_tok, losses[-1])
-        if step + 1 in eval_at:
-            evaluate()
-    draft.eval()
-    return {"steps": total, "batches_per_epoch": len(per_epoch), "losses": losses, "curve": curve,
-            "response_tokens_seen": seen, "seconds": round(time.time() - t0, 1)}
+    return train_loop(draft, data,
+                      lambda batch: feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight),
+                      evaluate if heldout else None, epochs=epochs, lr=lr, seed=seed, evals=evals,
+                      tokens_per_batch=tokens_per_batch, on_step=on_step)
