@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .cpu_matmul import use_small_batch_matmul
+
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled, offline)"
 
@@ -93,7 +95,7 @@ def load_bundled_model(device: str | torch.device | None = None,
     finally:
         hf_logging.enable_progress_bar()
     model = model.to(device=dev, dtype=dtype or pick_dtype(dev)).eval()
-    return model, tok
+    return _fast_on_cpu(model), tok
 
 
 def validate_model_id(name: str, allow_local: bool = True) -> str:
@@ -128,7 +130,14 @@ def load_model(name: str, device: str | torch.device | None = None, dtype: torch
     except ValueError as e:
         raise RuntimeError(f"could not load '{name}': {str(e).splitlines()[0][:300]}") from e
     model = model.to(dev).eval()
-    return model, tok
+    return _fast_on_cpu(model), tok
+
+
+def _fast_on_cpu(model: torch.nn.Module) -> torch.nn.Module:
+    """On CPU, the weight-major path for the few-token forwards of verification (see ``cpu_matmul``)."""
+    if next(model.parameters()).device.type == "cpu":
+        use_small_batch_matmul(model)
+    return model
 
 
 def _in_hub_cache(name: str) -> bool:
