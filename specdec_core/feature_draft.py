@@ -25,6 +25,7 @@ import weakref
 import torch
 from torch import nn
 
+from .cpu_matmul import small_batch_linear
 from .drafters import DraftPolicy, Proposal, new_kv_cache, proposal_from_steps
 from .timing import now_ms
 from .trained_draft import (CARD, DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
@@ -87,7 +88,7 @@ class FeatureDraft(nn.Module):
 
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary."""
-        return hidden @ head_rows(self).T
+        return small_batch_linear(hidden, head_rows(self))
 
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, V): the draft-vocabulary logits, -inf elsewhere (q = 0 there)."""

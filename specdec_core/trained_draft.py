@@ -20,6 +20,8 @@ import weakref
 
 import torch
 
+from .cpu_matmul import small_batch_linear
+
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_draft")
 CARD = "draft_card.json"
 REBUILD = "python -m specdec_core.distill"
@@ -68,7 +70,7 @@ def _draft_class():
 
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""
-            return hidden @ head_rows(self).T
+            return small_batch_linear(hidden, head_rows(self))
 
         def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                     inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core.cpu_matmul import SMALL_ROWS, SmallBatchLinear, small_batch_linear, use_small_batch_matmul
+from specdec_core.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatchLinear, max_rows, small_batch_linear,
+                                     use_small_batch_matmul)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (2, 3, 24), (1, 8, 24), (1, 9, 24), (5, 24), (1, 0, 24)])
+@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (2, 3, 24), (1, 8, 24), (1, 17, 24), (5, 24), (1, 0, 24)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_same_values_as_linear(shape, bias):
     torch.manual_seed(0)
@@ -18,17 +19,26 @@ def test_same_values_as_linear(shape, bias):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_path_is_taken_only_for_a_few_float32_cpu_rows(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_path_is_taken_only_for_a_few_float32_cpu_rows(monkeypatch, threads):
     calls = []
     real = torch.nn.functional.linear
     monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: calls.append(a[0].shape) or real(*a))
-    w = torch.randn(8, 4)
-    for rows in range(1, 12):
-        small_batch_linear(torch.randn(1, rows, 4), w)
-    small_batch_linear(torch.randn(1, 3, 4, dtype=torch.float64), w.double())
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        w = torch.randn(8, 4)
+        for rows in (1, 2, 4, 5, 16, 17, 150):
+            small_batch_linear(torch.randn(1, rows, 4), w)
+        small_batch_linear(torch.randn(1, 3, 4, dtype=torch.float64), w.double())
+    finally:
+        torch.set_num_threads(before)
     stock_rows = [s[1] for s in calls]
-    assert stock_rows == [1, 9, 10, 11, 3]            # 2..8 float32 rows went weight-major, the rest stock
-    assert SMALL_ROWS == (2, 8)
+    if threads == 1:   # compute-bound from 5 rows on: the stock kernel is faster there
+        assert stock_rows == [5, 16, 17, 150, 3]
+    else:
+        assert stock_rows == [17, 150, 3]
+    assert max_rows() == (SMALL_ROWS[1] if before > 1 else ONE_THREAD_MAX_ROWS)
 
 
 def test_switch_keeps_weights_and_outputs():
