@@ -12,10 +12,10 @@ interleaved with the stock path, on a machine whose neighbours take some of its 
 baseline gains as much as the verify (speedup ratios do not get easier), and the verify curve becomes
 nearly flat up to 4 tokens, as on a GPU.
 
-With one thread, 5 rows and more are compute-bound and the stock kernel is as fast or faster (77–86 ms
-against 63–87 ms for 5–8 rows, ahead from 9 rows), so the path takes 1–4 rows always and up to
-``SMALL_ROWS[1]`` rows with two threads or more. Off CPU, in other dtypes and for prefills the stock path
-is kept.
+With one thread, 5 rows and more are compute-bound: for 5–8 rows the two paths took 61–100 ms (weight-major)
+against 72–86 ms (stock) over two runs, and from 9 rows the stock kernel is ahead. So the path takes 1–4
+rows always, and up to ``SMALL_ROWS[1]`` rows with two threads or more. Off CPU, in other dtypes and for
+prefills the stock path is kept.
 
 It is the same matrix product in another summation order: logits agree with the stock path to ~1e-4
 (float32 rounding, the size of difference there already was between a one-token and a many-token forward).
