@@ -67,11 +67,12 @@ def cpu_note_md(trace_dict: dict | None) -> str:
     lines = ["**Why a CPU gains less.** The closed form E / (cK + 1) assumes a verify over K + 1 tokens costs "
              "the same as a one-token forward and that nothing else takes time. On a GPU the verify is nearly "
              "flat (the K + 1 tokens ride along in one pass that is limited by reading the weights). On this "
-             "CPU it is not: the measured curve rises, and it is not even monotonic — with SmolLM2-135M in float32 "
-             "on 2 threads one forward of 1 / 2 / 3 / 4 / 5 / 8 / 17 new tokens took 40 / 61 / 76 / 59 / 54 / 54 / "
-             "71 ms, because the 576 × 49,152 LM head (`F.linear`) takes a slow path for 2 or 3 rows (7 / 15 / 23 "
-             "ms for 1 / 2 / 3 rows, 13 ms for 4). So K = 3…7 verify cheaper than K = 1…2, and the cost-aware K "
-             "policy finds that from the curve. Prefill and per-iteration host overhead are counted too."]
+             "2-core CPU that holds only up to about 4 tokens: with SmolLM2-135M in float32 one forward of "
+             "1 / 2 / 4 new tokens takes about the same (≈ 25–30 ms), but from 5 tokens on the matrix "
+             "multiplies run out of arithmetic rather than memory bandwidth and the cost rises (≈ 50 ms for 8, "
+             "≈ 90 ms for 17). So a long draft is paid for twice — by the drafter and by a dearer verify — "
+             "and the cost-aware K policy reads that from the measured curve. Prefill and per-iteration host "
+             "overhead are counted too."]
     trace = load_trace(trace_dict)
     if trace is None or not trace.iterations:
         return "\n\n".join(lines + ["_Run a prompt on the Live tab to see your run's numbers here._"])

@@ -10,8 +10,8 @@
   times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
   keep failing; after ``PROBE_FIRST`` such iterations the policy tries its best K >= 1 again so the
   acceptance estimate can recover (the wait doubles after each failed probe, up to ``PROBE_MAX``; a
-  prompt-lookup probe that finds no match costs nothing extra). On this CPU t_verify is not monotonic (2-3 tokens cost more than
-  4-8), and the policy picks that up from the curve rather than from a rule.
+  prompt-lookup probe that finds no match costs nothing extra). On this CPU t_verify is nearly flat up to 4
+  tokens and rises after (``cpu_matmul``); the policy reads that from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
 """
