@@ -19,8 +19,9 @@ Method (all greedy, float32, one process):
 
 Jobs: ``ngram`` (our NGramDrafter vs ``generate(prompt_lookup_num_tokens=K)``), ``draft:<pair>`` (our
 ModelDrafter vs ``generate(assistant_model=..., num_assistant_tokens=K, "constant", threshold 0)``; for the
-shipped token-only draft also vs transformers' default heuristic schedule; the feature-reading draft has
-no assisted-generation peer, so it is measured against target-only generation only),
+shipped token-only draft also vs transformers' default heuristic schedule; the feature-reading draft is
+not an ``assistant_model``: its peer is transformers' MTP loop, ``generate(use_mtp=True)`` with the same
+draft as its one MTP layer, against our engine at K = 1, see ``mtp_peer``),
 each against target-only generation (ours and transformers' plain ``generate``), and our engine with
 the full trace vs ``SpecConfig(full_trace=False)``. Results are printed as markdown and written as JSON.
 """
@@ -50,8 +51,10 @@ DRAFT_K = 4           # draft tokens per iteration for the model-draft job, both
 EARLY_EXIT_LAYERS = 8  # the in-process draft: the bundled model's first layers + its norm and head
 HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
 PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
-NO_HF_PEER = ("feature",)             # reads the target's features: not an assistant_model
+NO_HF_PEER = ("feature",)             # reads the target's features: not an assistant_model ...
+MTP_PEER = ("feature",)               # ... but transformers' MTP loop runs it (one layer: K = 1; see mtp_peer)
 HF_DEFAULT_SCHEDULE_TOO = ("trained",)  # the shipped token draft is also run with transformers' default schedule
+OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K)
 
 
 # --- prompts --------------------------------------------------------------------------------------
@@ -183,6 +186,16 @@ def _draft_sides(pair: str, target: torch.nn.Module, draft: torch.nn.Module, tok
                                                     assistant_confidence_threshold=0.0)
     if pair in HF_DEFAULT_SCHEDULE_TOO:
         sides[f"hf default assisted[{pair}]"] = hf_generate(target, ids, n, eos, roles, assistant_model=draft)
+    if pair in OURS_DEFAULT_TOO:
+        sides[f"ours default draft[{pair}]"] = ours_speculative(target, lambda: model_drafter(draft), ids,
+                                                                recommended_config(max_new_tokens=n), tokenizer, roles)
+    if pair in MTP_PEER:
+        from .mtp_peer import build_mtp_model, mtp_generation
+        mtp = build_mtp_model(target, draft)
+        sides[f"ours draft[{pair}] K=1"] = ours_speculative(target, lambda: model_drafter(draft), ids,
+                                                            SpecConfig(k=1, max_new_tokens=n), tokenizer, roles)
+        sides[f"hf mtp[{pair}]"] = hf_generate(target, ids, n, eos, {"target": target},
+                                               context=lambda: mtp_generation(target, mtp), use_mtp=True)
     return sides
 
 
@@ -194,8 +207,15 @@ def _draft_comparisons(pair: str, ours_base: str, hf_base: str) -> list[tuple[st
         comps += [(job, "ours vs transformers (assisted)", f"ours draft[{pair}]", f"hf assisted[{pair}]"),
                   (job, "transformers: speedup vs plain generate", f"hf assisted[{pair}]", hf_base)]
     if pair in HF_DEFAULT_SCHEDULE_TOO:
-        comps.append((job, "ours vs transformers (assisted, its default schedule)", f"ours draft[{pair}]",
-                      f"hf default assisted[{pair}]"))
+        comps += [(job, "ours vs transformers (assisted, its default schedule)", f"ours draft[{pair}]",
+                   f"hf default assisted[{pair}]"),
+                  (job, "ours default vs transformers default (assisted)", f"ours default draft[{pair}]",
+                   f"hf default assisted[{pair}]")]
+    if pair in OURS_DEFAULT_TOO:
+        comps.append((job, "ours default: speedup vs ours target-only", f"ours default draft[{pair}]", ours_base))
+    if pair in MTP_PEER:
+        comps += [(job, "ours vs transformers (MTP loop, K = 1 both)", f"ours draft[{pair}] K=1", f"hf mtp[{pair}]"),
+                  (job, "transformers (MTP loop): speedup vs plain generate", f"hf mtp[{pair}]", hf_base)]
     return comps
 
 

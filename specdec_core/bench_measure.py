@@ -174,14 +174,18 @@ def ours_baseline(target: torch.nn.Module, ids: list[int], cfg: SpecConfig, toke
 
 
 def hf_generate(target: torch.nn.Module, ids: list[int], max_new_tokens: int, eos_token_id: int | None,
-                meter_modules: dict[str, torch.nn.Module], **generate_kwargs: Any) -> Runner:
-    """transformers' ``generate``, greedy, with whatever extra kwargs select its assisted modes."""
+                meter_modules: dict[str, torch.nn.Module],
+                context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                **generate_kwargs: Any) -> Runner:
+    """transformers' ``generate``, greedy, with whatever extra kwargs select its assisted modes; ``context``
+    is entered around each run (untimed), for a mode that needs set-up (``mtp_peer.mtp_generation``)."""
     device = next(target.parameters()).device
     x = torch.tensor([ids], device=device)
     mask = torch.ones_like(x)
 
     def run() -> RunResult:
-        with ForwardMeter(meter_modules) as meter, _assistant_settings(generate_kwargs), Stopwatch(target) as clock:
+        with context(), ForwardMeter(meter_modules) as meter, _assistant_settings(generate_kwargs), \
+                Stopwatch(target) as clock:
             out = target.generate(x, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
                                   eos_token_id=eos_token_id, pad_token_id=eos_token_id, **generate_kwargs)
         return _result(out[0, len(ids):].tolist(), clock, meter)

@@ -7,7 +7,7 @@ Two kernel choices cause it:
 - 2–3 rows go to a GEMM shape that reads the weights more than once, and a GEMM whose small operand is
   row-major (what a transposed previous result gives) is several times slower again.
 Written weight-major, ``W @ colsᵀ`` with ``cols`` contiguous (one row padded with a zero row so that it is a
-GEMM), the same forwards take 25–30 / 26–31 / 33–40 / 29–34 / 49–53 ms: the range over several runs,
+GEMM), the same forwards take 25–30 / 26–31 / 33–40 / 28–34 / 49–55 ms: the range over several runs,
 interleaved with the stock path, on a machine whose neighbours take some of its time. The one-token
 baseline gains as much as the verify (speedup ratios do not get easier), and the verify curve becomes
 nearly flat up to 4 tokens, as on a GPU.

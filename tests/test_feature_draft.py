@@ -128,3 +128,36 @@ def test_round_trip_and_broken_files(tiny_target, trained, tmp_path):
         load_feature_draft(tiny_target, str(tmp_path))
     with pytest.raises(DraftFilesError, match=r"draft_card\.json"):
         load_feature_draft(tiny_target, str(tmp_path / "nowhere"))
+
+
+def test_transformers_mtp_loop_runs_the_same_draft(tiny_target, trained):
+    """transformers' ``generate(use_mtp=True)`` with the draft as its one MTP layer proposes the same token
+    as our engine at K = 1 wherever both draft the same position, and both give the target's greedy output.
+    (Its first iteration is a plain target step, so its drafts start one position later than ours.)"""
+    from transformers.modeling_layers import MtpModel
+
+    from specdec_core.mtp_peer import build_mtp_model, mtp_generation
+    draft, _, _, train = trained
+    prompt = train[5].ids[:6]
+    before = {k: v.clone() for k, v in tiny_target.state_dict().items()}
+    loader = MtpModel.__dict__["from_pretrained"]
+    mtp = build_mtp_model(tiny_target, draft)
+    assert mtp.layers[0].mtp_block is draft.mtp_block and mtp.layers[0].eh_proj is draft.eh_proj
+    theirs: dict[int, int] = {}   # position drafted -> token
+
+    def record(module, args, kwargs, out):
+        theirs[kwargs["full_input_ids"].shape[1]] = int(out[0][0, 0])
+    hook = mtp.register_forward_hook(record, with_kwargs=True)
+    with mtp_generation(tiny_target, mtp):
+        out = tiny_target.generate(input_ids=torch.tensor([prompt]), max_new_tokens=20, do_sample=False,
+                                   use_mtp=True)
+    hook.remove()
+    ours_tr = speculative_generate(tiny_target, draft, prompt, SpecConfig(k=1, temperature=0.0, max_new_tokens=20))
+    ref = tiny_target.generate(input_ids=torch.tensor([prompt]), max_new_tokens=20, do_sample=False)
+    assert out[0].tolist() == ref[0].tolist() == prompt + ours_tr.new_token_ids
+    ours = {it.start_len: it.drafts[0].token_id for it in ours_tr.iterations if it.drafts}
+    common = sorted(set(ours) & set(theirs))
+    assert len(common) >= 5 and [ours[i] for i in common] == [theirs[i] for i in common]
+    assert 0 < ours_tr.stats.accepted < sum(len(it.drafts) for it in ours_tr.iterations)
+    assert all(torch.equal(before[k], v) for k, v in tiny_target.state_dict().items())   # target untouched
+    assert not hasattr(tiny_target.config, "num_mtp_layers") and MtpModel.__dict__["from_pretrained"] is loader
