@@ -124,6 +124,7 @@ class CostAwareK:
         self.draft_per_token = draft_per_token
         self.draft_ms = draft_ms if draft_ms is not None else (0.0 if draft_per_token else NGRAM_LOOKUP_MS)
         self.draft_seen = draft_ms is not None
+        self.drafted_before = False               # has this run drafted yet (see observe)
         self.overhead_ms = 0.0
         self.overhead_seen = False
         self.scale = 1.0
@@ -196,8 +197,13 @@ class CostAwareK:
                 self.scale = SCALE_DECAY * self.scale + (1 - SCALE_DECAY) * (it.verify_ms / ref)
         else:
             self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
+        steps = list(it.draft_ms)
+        if self.draft_per_token and steps and not self.drafted_before:
+            steps = steps[1:]       # a model draft's first step of a run also caught up on the whole prompt
         if it.draft_ms:
-            per = sum(it.draft_ms) / len(it.draft_ms) if self.draft_per_token else sum(it.draft_ms)
+            self.drafted_before = True
+        if steps:
+            per = sum(steps) / len(steps) if self.draft_per_token else sum(steps)
             self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
             self.draft_seen = True
         self.overhead_ms = it.other_ms if not self.overhead_seen else (

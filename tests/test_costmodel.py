@@ -190,6 +190,21 @@ def test_cost_policy_picks_the_obviously_right_k():
     assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
 
 
+def test_a_model_drafts_first_step_does_not_price_later_drafts():
+    """The first draft step of a run also catches up on the whole prompt (a prefill of the draft): it must
+    not be taken for the per-token draft cost, or the policy stops drafting for good (seen with the
+    feature draft: 80 ms for the first of three steps, 2.5 ms for each later one)."""
+    pol = CostAwareK(4, [25.0] * 5, None, draft_per_token=True)
+    drafts = [_d(1.0, True), _d(0.0, False, tested=True), _d(0.0, False, tested=False)]
+    pol.observe(IterationRecord(0, 1, 3, drafts, None, None, [0, 1], [80.0, 2.5, 2.5], 26.0, 1.0))
+    assert pol.draft_ms == pytest.approx(2.5)
+    pol.observe(IterationRecord(1, 3, 1, drafts[:1], None, None, [0, 1], [3.5], 26.0, 1.0))
+    assert pol.draft_ms == pytest.approx(0.9 * 2.5 + 0.1 * 3.5)     # later first steps count (small catch-ups)
+    first_k1 = CostAwareK(4, [25.0] * 5, None, draft_per_token=True)
+    first_k1.observe(IterationRecord(0, 1, 1, drafts[:1], None, None, [0, 1], [80.0], 26.0, 1.0))
+    assert first_k1.draft_ms == 0.0 and not first_k1.draft_seen   # nothing learnt yet from a lone first step
+
+
 def test_calibration_times_each_size_and_is_cached(one_thread):
     model = make_tiny_lm(vocab_size=32, seed=3, layers=2)
     cache = CalibrationCache()
