@@ -115,13 +115,10 @@ def render_report(report: dict) -> str:
            + (f", GPU {m['cuda']}" if m.get("cuda") else ", no GPU") + ".",
            f"Run: {report['started']} – {report['finished']}; load average at start "
            f"{m.get('load_average')}, at end {report.get('load_average_end')}. {_others_line(report)}",
-           f"Settings: greedy, {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; "
-           f"max_new_tokens={s['max_new_tokens']}, n-gram K={s['ngram_k']}, "
-           f"draft K={s['draft_k']} (pairs: {', '.join(s['pairs']) or 'none'}), {s['repeats']} measured rounds "
-           f"per prompt after one warm-up round"
-           + (f"; early-exit draft = first {s['early_exit_layers']} layers of the bundled model" if "early-exit"
-              in s["pairs"] else "") + ".",
+           _settings_line(s),
            f"Command: `{report['command'].strip()}`"]
+    if not s.get("compare", True):
+        return "\n".join(out)
     if report.get("ours_default"):
         d = report["ours_default"]
         out.append(f"\"ours default\" = config.recommended_config() (the CLI's defaults): K cap = {d.get('k')}, "
@@ -177,6 +174,19 @@ def render_report(report: dict) -> str:
     if report.get("profile"):
         out += ["", report["profile"]]
     return "\n".join(out)
+
+
+def _settings_line(s: dict) -> str:
+    head = f"Settings: greedy, {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; "
+    if not s.get("compare", True):   # the theory part only: its own settings
+        ks = s.get("theory_ks") or [0]
+        return (head + f"theory part only: K = {min(ks)}…{max(ks)}, max_new_tokens={s.get('theory_max_new_tokens')}, "
+                f"{s.get('theory_repeats')} measured rounds, drafters: {', '.join(s.get('theory_drafters') or [])}.")
+    return (head + f"max_new_tokens={s['max_new_tokens']}, n-gram K={s['ngram_k']}, "
+            f"draft K={s['draft_k']} (pairs: {', '.join(s['pairs']) or 'none'}), {s['repeats']} measured rounds "
+            f"per prompt after one warm-up round"
+            + (f"; early-exit draft = first {s['early_exit_layers']} layers of the bundled model" if "early-exit"
+               in s["pairs"] else "") + ".")
 
 
 def _others_line(report: dict) -> str:
