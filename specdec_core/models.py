@@ -134,7 +134,7 @@ def load_model(name: str, device: str | torch.device | None = None, dtype: torch
 
 
 def _fast_on_cpu(model: torch.nn.Module) -> torch.nn.Module:
-    """On CPU, the weight-major path for the few-token forwards of verification (see ``cpu_matmul``)."""
+    """On CPU, the weight-major path for few-token forwards: decode steps and verifies (see ``cpu_matmul``)."""
     if next(model.parameters()).device.type == "cpu":
         use_small_batch_matmul(model)
     return model
