@@ -1,9 +1,10 @@
 """Calibration: the measured cost of one target forward over n new tokens, t_verify(n), n = 1..n_max.
 
 The cost model in ``theory`` needs t_verify(n) as a curve, not a line: on a GPU it is nearly flat, on a
-CPU it rises, and it need not be monotonic (measured here with SmolLM2-135M in float32 on 2 threads:
-n = 1: 40 ms, 2: 61, 3: 76, 4: 59, 5: 54, 8: 54, 17: 71 — the 576 × 49,152 LM head takes a slow path
-for 2 or 3 rows). A run measures only the sizes it used, so a short calibration pass times the rest:
+CPU it is flat only for a few tokens and rises after, and it need not be monotonic (measured here with
+SmolLM2-135M in float32 on 2 threads, with ``cpu_matmul``: n = 1: 23 ms, 2: 24, 3: 30, 4: 27, 5: 37,
+8: 48, 9: 69; with plain ``F.linear`` it was 48, 84, 95, 72, 66, 69, 80). A run measures only the sizes it
+used, so a short calibration pass times the rest:
 
 - one KV cache prefilled with ``context`` tokens (a realistic prompt length), then for each n one
   forward of n tokens with ``logits_to_keep = n`` (as the engine's verify keeps n logits), cropped
