@@ -28,7 +28,7 @@ from torch import nn
 from .cpu_matmul import small_batch_linear
 from .drafters import DraftPolicy, Proposal, new_kv_cache, proposal_from_steps
 from .timing import now_ms
-from .trained_draft import (CARD, DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
+from .trained_draft import (DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
                             write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
@@ -185,12 +185,7 @@ def load_feature_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> Feat
     """The shipped feature draft, tied to ``target``'s embedding and head. Raises ``DraftFilesError``
     naming the file and the rebuild command when a file is missing, corrupt or does not fit."""
     what, path = "the feature draft", os.path.join(folder, WEIGHTS)
-    card = read_card(folder, what, REBUILD)
-    try:
-        init_layer = int(card["init_layer"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise DraftFilesError(f"{what}'s card {os.path.join(folder, CARD)} is missing a field ({e}); "
-                              f"rebuild it with `{REBUILD}`") from e
+    init_layer = read_card(folder, what, REBUILD, lambda c: int(c["init_layer"]))
     state = read_weights(path, what, REBUILD)
     if "draft_vocab" not in state:
         raise DraftFilesError(f"{path} has no draft_vocab; rebuild it with `{REBUILD}`")

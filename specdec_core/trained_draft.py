@@ -17,6 +17,8 @@ import copy
 import json
 import os
 import weakref
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -25,6 +27,7 @@ from .cpu_matmul import small_batch_linear
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_draft")
 CARD = "draft_card.json"
 REBUILD = "python -m specdec_core.distill"
+T = TypeVar("T")
 
 
 def draft_config(target_config, n_layers: int):
@@ -142,17 +145,21 @@ class DraftFilesError(RuntimeError):
     """The shipped draft's files are missing or unreadable; the message names the file and the fix."""
 
 
-def read_card(folder: str, what: str, rebuild: str) -> dict:
-    """A draft's card, or ``DraftFilesError`` naming it and the rebuild command."""
+def read_card(folder: str, what: str, rebuild: str, fields: Callable[[dict], T]) -> T:
+    """``fields(card)`` of a draft's card, or ``DraftFilesError`` naming the card and the rebuild command
+    when it is missing, unreadable or lacks what ``fields`` reads."""
     path = os.path.join(folder, CARD)
     try:
         with open(path) as f:
             card = json.load(f)
         if not isinstance(card, dict):
             raise ValueError("not a JSON object")
-        return card
     except (OSError, ValueError) as e:
         raise DraftFilesError(f"{what}'s card {path} is missing or unreadable ({e}); rebuild it with `{rebuild}`") from e
+    try:
+        return fields(card)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DraftFilesError(f"{what}'s card {path} is missing a field ({e}); rebuild it with `{rebuild}`") from e
 
 
 def read_weights(path: str, what: str, rebuild: str) -> dict[str, torch.Tensor]:
@@ -173,13 +180,7 @@ def load_bundled_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> torc
     Raises ``DraftFilesError`` naming the file and ``python -m specdec_core.distill`` when a file is
     missing or corrupt."""
     what = "the trained draft"
-    card = read_card(folder, what, REBUILD)
-    try:
-        layers = [int(i) for i in card["init_layers"]]
-        files = list(card["files"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise DraftFilesError(f"{what}'s card {os.path.join(folder, CARD)} is missing a field ({e}); "
-                              f"rebuild it with `{REBUILD}`") from e
+    layers, files = read_card(folder, what, REBUILD, lambda c: ([int(i) for i in c["init_layers"]], list(c["files"])))
     state: dict[str, torch.Tensor] = {}
     for name in files:
         state.update(read_weights(os.path.join(folder, name), what, REBUILD))

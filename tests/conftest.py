@@ -59,4 +59,3 @@ def fault_on_forward(module: torch.nn.Module, n: int, exc: Exception):
         yield
     finally:
         handle.remove()
-

@@ -11,8 +11,8 @@ import gradio as gr
 import pytest
 
 from components.limits import (RunClock, RunLimits, acquire_in_turn, folder_usage, prune_exports)
-from conftest import fault_on_forward
 from components.live import PAIR_NGRAM, new_control, run_live
+from conftest import fault_on_forward
 from specdec_core import LoadedModel, Trace
 from specdec_core.models import FairLock
 

@@ -117,6 +117,7 @@ def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable
     similar length in a new seeded order each epoch, warm-up then cosine learning rate, gradient clipping.
     ``batch_loss(indices)`` is the design's loss; ``evaluate()`` its held-out agreement figures, logged
     ``evals`` times (and before the first step) against the response tokens seen."""
+    torch.manual_seed(seed)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = make_batches(data, tokens_per_batch, seed)
@@ -161,7 +162,6 @@ def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: f
             heldout: list[Example] | None = None, evals: int = 8, tokens_per_batch: int = TOKENS_PER_BATCH,
             on_step: Callable[[int, float], None] | None = None) -> dict:
     """Train ``draft`` in place. Returns losses, the agreement curve (against response tokens seen) and timings."""
-    torch.manual_seed(seed)
     to_draft = vocab_index(draft.draft_vocab, draft.config.vocab_size)
     evaluate = (lambda: {"step1_agreement": round(step1_agreement(draft, heldout, pad), 4)}) if heldout else None
     return train_loop(draft, data, lambda batch: distill_loss(draft, data, batch, to_draft, pad), evaluate,

@@ -76,7 +76,6 @@ def distill_features(draft: torch.nn.Module, data: list[Example], features: list
                      tokens_per_batch: int = TOKENS_PER_BATCH,
                      on_step: Callable[[int, float], None] | None = None) -> dict:
     """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings."""
-    torch.manual_seed(seed)
     to_draft = vocab_index(draft.draft_vocab, draft.vocab_size)
 
     def evaluate() -> dict:
