@@ -10,7 +10,10 @@
   times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
   keep failing; after ``PROBE_FIRST`` such iterations the policy tries its best K >= 1 again so the
   acceptance estimate can recover (the wait doubles after each failed probe, up to ``PROBE_MAX``; a
-  prompt-lookup probe that finds no match costs nothing extra). On this CPU t_verify is nearly flat up to 4
+  prompt-lookup probe that finds no match costs nothing extra). When the best K >= 1 is predicted within
+  ``NEAR_ZERO`` of K = 0, it drafts anyway: the loss is within the prediction's own error, and every
+  draft keeps the acceptance estimate (and a draft model's cache) current, where a run of K = 0
+  iterations would leave a recovered draft unused until the next probe. On this CPU t_verify is nearly flat up to 4
   tokens and rises after (``cpu_matmul``); the policy reads that from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
@@ -34,6 +37,7 @@ DECAY = 0.9            # weight of the past per new observation (a memory of abo
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
 PROBE_FIRST = 2        # after this many K = 0 iterations, try drafting again ...
 PROBE_MAX = 16         # ... doubling the wait after every probe that failed, back to PROBE_FIRST after a success
+NEAR_ZERO = 0.03       # draft anyway when the best K >= 1 is predicted within this fraction of K = 0's tokens/s
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 
 
@@ -163,14 +167,19 @@ class CostAwareK:
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
         self.probing = False
-        if best == 0:
-            self.zeros += 1
-            if self.zeros > self.probe_gap:
-                self.zeros = 0
-                self.probing = True
-                best = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
-                probe = f"probe after {self.probe_gap} iterations without drafts: "
-        else:
+        if best == 0:                       # cap >= 1 here, so some K >= 1 was scored
+            draft_k = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
+            if scored[draft_k] >= (1 - NEAR_ZERO) * scored[0]:
+                probe = f"within {NEAR_ZERO:.0%} of K = 0, so draft (it keeps the estimate current): "
+                best = draft_k
+            else:
+                self.zeros += 1
+                if self.zeros > self.probe_gap:
+                    self.zeros = 0
+                    self.probing = True
+                    best = draft_k
+                    probe = f"probe after {self.probe_gap} iterations without drafts: "
+        if best > 0 and not self.probing:
             self.zeros = 0
         e, ms = expected_tokens_profile(prof, best), iteration_ms(costs, prof, best)
         why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s ({e:.2f} tokens / {ms:.0f} ms; "
@@ -184,8 +193,10 @@ class CostAwareK:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
-        if self.probing and it.drafts:   # a probe that found nothing to draft says nothing: keep the wait
-            self.probe_gap = PROBE_FIRST if it.drafts[0].accepted else min(PROBE_MAX, 2 * self.probe_gap)
+        if it.drafts and it.drafts[0].accepted:
+            self.probe_gap = PROBE_FIRST
+        elif self.probing and it.drafts:   # a probe that found nothing to draft says nothing: keep the wait
+            self.probe_gap = min(PROBE_MAX, 2 * self.probe_gap)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:

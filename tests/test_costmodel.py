@@ -8,7 +8,8 @@ import torch
 from conftest import make_tiny_lm
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
 from specdec_core.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
-from specdec_core.kpolicy import CostAwareK, FixedK, HeuristicK, make_k_policy
+from specdec_core.kpolicy import (NEAR_ZERO, PRIOR_ALPHA, PROBE_FIRST, CostAwareK, FixedK, HeuristicK,
+                                  make_k_policy)
 from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
                                  costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
                                  merge_verify_curve, predict_speedup, predicted_speedup, predicted_tokens_per_s,
@@ -171,12 +172,12 @@ def test_cost_policy_picks_the_obviously_right_k():
     # never accepted: K = 0 (one target forward) beats paying for longer verifies, then a probe later
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
     ks = []
-    for _ in range(20):
+    for _ in range(30):
         k, why = pol.choose(100)
         ks.append(k)
         _observe(pol, k, 0, CPU_CURVE[k] if k else CPU_CURVE[0])
     assert ks[-1] == 0 or "probe" in why
-    assert ks.count(0) >= 12 and pol.probe_gap >= 8          # failed probes: the wait doubles (2, 4, 8, ...)
+    assert ks.count(0) >= 18 and pol.probe_gap >= 8          # failed probes: the wait doubles (2, 4, 8, ...)
     probes = [i for i, k in enumerate(ks) if k > 0 and i > 6]     # after the first failures: spaced probes
     assert len(probes) >= 1 and all(b - a >= 3 for a, b in zip(probes, probes[1:]))
     # acceptance 0.6 on the CPU curve: K >= 3 (2-3 token verifies are slower than 4-8 token ones)
@@ -188,6 +189,21 @@ def test_cost_policy_picks_the_obviously_right_k():
     pol = CostAwareK(8, [10.0] * 9, 10.0, draft_per_token=True)
     assert pol.choose(100)[0] == 0
     assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
+
+
+def test_cost_policy_drafts_when_k_1_is_predicted_within_a_few_percent_of_k_0():
+    """Near the break-even point K = 1 costs next to nothing over K = 0 and keeps the estimate current:
+    the policy drafts there (seen with the feature draft: a1 fell to 0.09 after hard first tokens, and
+    K = 0 iterations kept it from seeing a1 recover to 0.45)."""
+    def policy(a1: float) -> CostAwareK:
+        pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)     # K = 0: 100 tok/s; K = 1: (1 + a1) / 11 ms
+        pol.acc.num, pol.acc.den = {1: a1 * 101 - PRIOR_ALPHA}, {1: 100.0}
+        return pol
+    k, why = policy(0.08).choose(100)          # K = 1 predicts 98.2 tok/s, 1.8 % below K = 0
+    assert k == 1 and f"within {NEAR_ZERO:.0%} of K = 0" in why
+    pol = policy(0.02)                         # 92.7 tok/s, 7 % below: K = 0, and a probe after the wait
+    ks = [pol.choose(100)[0] for _ in range(PROBE_FIRST + 1)]
+    assert ks[:PROBE_FIRST] == [0] * PROBE_FIRST and max(ks) == 1 and pol.probing
 
 
 def test_a_model_drafts_first_step_does_not_price_later_drafts():
