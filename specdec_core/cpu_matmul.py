@@ -12,6 +12,12 @@ interleaved with the stock path, on a machine whose neighbours take some of its 
 baseline gains as much as the verify (speedup ratios do not get easier), and the verify curve becomes
 nearly flat up to 4 tokens, as on a GPU.
 
+Some widths are slow in themselves: 3 rows, and 11–15 rows with two threads (a forward of 13–15 tokens
+took 88–107 ms against 58 ms for 16). Those are padded with zero rows to the width that is cheaper (3 → 4,
+11–15 → 16): a forward of n = 3 / 11 / 12 / 13–15 tokens then took 25 / 58–59 / 58 / 58–60 ms instead of
+28 / 64–65 / 70–71 / 88–107 (two threads, two interleaved series of 7 rounds, 2026-11-23), and 39 instead
+of 48 ms for 3 tokens with one thread. ``PAD_ROWS`` holds the table.
+
 With one thread, 5 rows and more are compute-bound: for 5–8 rows the two paths took 61–100 ms (weight-major)
 against 72–86 ms (stock) over two runs, and from 9 rows the stock kernel is ahead. So the path takes 1–4
 rows always, and up to ``SMALL_ROWS[1]`` rows with two threads or more. Off CPU, in other dtypes and for
@@ -31,6 +37,8 @@ from torch import nn
 
 SMALL_ROWS = (1, 16)     # inclusive: row counts where weight-major beats F.linear with >= 2 threads (measured)
 ONE_THREAD_MAX_ROWS = 4  # ... and with one thread
+PAD_ROWS = {1: 2, 3: 4, **{n: 16 for n in range(11, 16)}}   # rows -> the cheaper width they are padded to:
+                         # 1 row would be a GEMV on one core; 3 and 11-15 rows are slow widths (measured)
 
 
 def small_batch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -41,8 +49,9 @@ def small_batch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             or not SMALL_ROWS[0] <= rows <= max_rows()):
         return nn.functional.linear(x, weight, bias)
     cols = x.reshape(rows, width).contiguous()
-    if rows == 1:  # one column would go to GEMV, which runs on one core here: pad it to a 2-column GEMM
-        cols = torch.cat([cols, cols.new_zeros(1, width)])
+    width_used = PAD_ROWS.get(rows, rows)
+    if width_used > rows:      # zero rows: their outputs are computed and dropped
+        cols = torch.cat([cols, cols.new_zeros(width_used - rows, width)])
     y = (weight @ cols.t()).t()[:rows].contiguous()   # cols.t() is column-major: the layout GEMM streams fast
     if bias is not None:
         y = y + bias

@@ -8,7 +8,8 @@ from specdec_core.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatch
                                      use_small_batch_matmul)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (2, 3, 24), (1, 8, 24), (1, 17, 24), (5, 24), (1, 0, 24)])
+@pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (1, 3, 24), (2, 3, 24), (1, 8, 24), (1, 13, 24), (3, 5, 24),
+                                   (1, 17, 24), (5, 24), (1, 0, 24)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_same_values_as_linear(shape, bias):
     torch.manual_seed(0)
