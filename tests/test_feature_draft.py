@@ -83,6 +83,27 @@ def _reference_drafts(target, draft, ids: list[int], k: int) -> list[int]:
     return out
 
 
+def test_training_is_reproducible(tiny_target):
+    """Same data and seed: the same weights, bit for bit (why ``python -m specdec_core.distill`` rebuilds the
+    shipped draft exactly); another seed: other weights."""
+    train = _examples(tiny_target, 12, seed=0)
+    feats = target_features(tiny_target, train)
+
+    def weights(seed: int) -> dict[str, torch.Tensor]:
+        torch.manual_seed(seed)           # the init's random part (the command seeds it: see pipeline.py)
+        draft = FeatureDraft(tiny_target, 1, build_vocab(train, 20, V))
+        draft.requires_grad_(False)
+        for name, p in draft.named_parameters():
+            if not name.startswith(("embed_tokens", "lm_head")):
+                p.requires_grad_(True)
+        distill_features(draft, train, feats, epochs=2, lr=3e-3, seed=seed, pad=0, tokens_per_batch=64)
+        return {k: v.clone() for k, v in draft.state_dict().items()}
+
+    first, again, other = weights(0), weights(0), weights(1)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert any(not torch.equal(first[k], other[k]) for k in first)
+
+
 def test_cached_drafting_matches_recomputation_and_greedy_is_the_targets(tiny_target, trained):
     draft, _, _, train = trained
     prompt = train[3].ids[:5]

@@ -94,6 +94,7 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
     target.requires_grad_(False)
     held = heldout_prompts(args.heldout)
     # held-out greedy answers for the agreement curve (not trained on: other templates, other topics)
+    # (its seeded generation also fixes the global generator the feature draft's random init draws from)
     curve_set = generate_dataset(target, tokenizer, held[:16], 64, 16, seed=args.seed + 7)
     vocab = build_vocab(data, args.vocab, target.config.vocab_size, always=(tokenizer.eos_token_id,))
     with bar(int(data_info["response_tokens"] * args.epochs), "2/3 train") as b:
