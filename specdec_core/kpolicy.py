@@ -8,18 +8,19 @@
   estimate (and, for prompt lookup, how often the drafter can offer a j-th token), time per iteration
   from the target's verify curve t_verify(n) (``calibration``, rescaled online to the measured verify
   times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
-  keep failing; after ``PROBE_FIRST`` such iterations the policy tries its best K >= 1 again so the
-  acceptance estimate can recover (the wait doubles after each failed probe, up to ``PROBE_MAX``; a
-  prompt-lookup probe that finds no match costs nothing extra). When the best K >= 1 is predicted within
-  ``NEAR_ZERO`` of K = 0, it drafts anyway: the loss is within the prediction's own error, and every
-  draft keeps the acceptance estimate (and a draft model's cache) current, where a run of K = 0
-  iterations would leave a recovered draft unused until the next probe. On this CPU t_verify is nearly flat up to 4
+  keep failing. Drafting is still what keeps the acceptance estimate current, so the policy then drafts at
+  its best K >= 1 one iteration in w + 1, with w chosen so that this exploration costs at most
+  ``EXPLORE_BUDGET`` of the predicted tokens/s on average: every iteration when K >= 1 is predicted within
+  that budget of K = 0, rarely (at most every ``PROBE_MAX`` + 1) when drafting is predicted to lose a lot.
+  A recovered draft is thus seen again within a few iterations, and a hopeless one costs little. A
+  prompt-lookup probe that finds no match costs nothing extra. On this CPU t_verify is nearly flat up to 4
   tokens and rises after (``cpu_matmul``); the policy reads that from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -35,9 +36,8 @@ DEEP_PRIOR = 0.8       # draft j >= 2 given j-1 accepted: drafts fail in runs, s
 PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
-PROBE_FIRST = 2        # after this many K = 0 iterations, try drafting again ...
-PROBE_MAX = 16         # ... doubling the wait after every probe that failed, back to PROBE_FIRST after a success
-NEAR_ZERO = 0.03       # draft anyway when the best K >= 1 is predicted within this fraction of K = 0's tokens/s
+EXPLORE_BUDGET = 0.03  # the share of predicted tokens/s that drafting where K = 0 is predicted best may cost
+PROBE_MAX = 16         # the longest run of K = 0 iterations between two drafting ones
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 
 
@@ -136,9 +136,7 @@ class CostAwareK:
         self.acc = _Decayed()
         self.prop = _Decayed()
         self.allow_zero = allow_zero
-        self.zeros = 0
-        self.probe_gap = PROBE_FIRST
-        self.probing = False
+        self.zeros = 0                            # K = 0 iterations since the last drafting one
 
     # -- the model of the next iteration --
     def costs(self) -> Costs:
@@ -166,20 +164,17 @@ class CostAwareK:
         scored = {k: predicted_tokens_per_s(costs, prof, k) for k in range(lo, cap + 1)}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
-        self.probing = False
         if best == 0:                       # cap >= 1 here, so some K >= 1 was scored
             draft_k = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
-            if scored[draft_k] >= (1 - NEAR_ZERO) * scored[0]:
-                probe = f"within {NEAR_ZERO:.0%} of K = 0, so draft (it keeps the estimate current): "
+            loss = 1.0 - scored[draft_k] / scored[0] if scored[0] > 0 else 1.0
+            wait = probe_wait(loss)
+            self.zeros += 1
+            if self.zeros > wait:
+                self.zeros = 0
                 best = draft_k
-            else:
-                self.zeros += 1
-                if self.zeros > self.probe_gap:
-                    self.zeros = 0
-                    self.probing = True
-                    best = draft_k
-                    probe = f"probe after {self.probe_gap} iterations without drafts: "
-        if best > 0 and not self.probing:
+                probe = (f"explore: drafting is predicted {loss:.0%} below K = 0, so draft one iteration in "
+                         f"{wait + 1}: ")
+        else:
             self.zeros = 0
         e, ms = expected_tokens_profile(prof, best), iteration_ms(costs, prof, best)
         why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s ({e:.2f} tokens / {ms:.0f} ms; "
@@ -193,10 +188,6 @@ class CostAwareK:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
-        if it.drafts and it.drafts[0].accepted:
-            self.probe_gap = PROBE_FIRST
-        elif self.probing and it.drafts:   # a probe that found nothing to draft says nothing: keep the wait
-            self.probe_gap = min(PROBE_MAX, 2 * self.probe_gap)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:
@@ -220,6 +211,12 @@ class CostAwareK:
         self.overhead_ms = it.other_ms if not self.overhead_seen else (
             DECAY * self.overhead_ms + (1 - DECAY) * it.other_ms)
         self.overhead_seen = True
+
+
+def probe_wait(loss: float) -> int:
+    """K = 0 iterations before the next drafting one, when drafting is predicted to lose ``loss`` (a share
+    of K = 0's tokens/s): the smallest w with loss / (w + 1) <= EXPLORE_BUDGET, at most PROBE_MAX."""
+    return min(PROBE_MAX, max(0, math.ceil(loss / EXPLORE_BUDGET - 1e-9) - 1))
 
 
 def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPolicy:
