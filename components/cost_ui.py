@@ -68,8 +68,8 @@ def cpu_note_md(trace_dict: dict | None) -> str:
              "the same as a one-token forward and that nothing else takes time. On a GPU the verify is nearly "
              "flat (the K + 1 tokens ride along in one pass that is limited by reading the weights). On this "
              "2-core CPU that holds only up to about 4 tokens: with SmolLM2-135M in float32 one forward of "
-             "1 / 2 / 4 new tokens takes about the same (≈ 25–30 ms), but from 5 tokens on the matrix "
-             "multiplies run out of arithmetic rather than memory bandwidth and the cost rises (≈ 50 ms for 8, "
+             "1 to 4 new tokens takes about the same (≈ 23–27 ms), but from 5 tokens on the matrix "
+             "multiplies run out of arithmetic rather than memory bandwidth and the cost rises (≈ 45 ms for 8, "
              "≈ 90 ms for 17). So a long draft is paid for twice — by the drafter and by a dearer verify — "
              "and the cost-aware K policy reads that from the measured curve. Prefill and per-iteration host "
              "overhead are counted too."]
