@@ -9,12 +9,16 @@
   from the target's verify curve t_verify(n) (``calibration``, rescaled online to the measured verify
   times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
   keep failing. Drafting is still what keeps the acceptance estimate current, so the policy then drafts at
-  its best K >= 1 one iteration in w + 1, with w chosen so that this exploration costs at most
-  ``EXPLORE_BUDGET`` of the predicted tokens/s on average: every iteration when K >= 1 is predicted within
-  that budget of K = 0, rarely (at most every ``PROBE_MAX`` + 1) when drafting is predicted to lose a lot.
-  A recovered draft is thus seen again within a few iterations, and a hopeless one costs little. A
-  prompt-lookup probe that finds no match costs nothing extra. On this CPU t_verify is nearly flat up to 4
-  tokens and rises after (``cpu_matmul``); the policy reads that from the curve rather than from a rule.
+  its best K >= 1 one iteration in w + 1, with w the smallest wait for which the extra time of that
+  iteration (over what K = 0 would take for the tokens it is expected to give) is at most
+  ``EXPLORE_BUDGET`` of the time spent: every iteration when drafting is predicted to cost next to
+  nothing, rarely (at most every ``PROBE_MAX`` + 1) when it is hopeless. A recovered draft is noticed
+  within a few iterations, and a hopeless one costs about 3 %. A model draft that sat out K = 0
+  iterations must first run over the tokens it has not seen: the policy learns that catch-up cost per
+  token from its first steps and adds it to the price of drafting now (it is what made drafting after a
+  long K = 0 stretch dear for the self-draft). A prompt-lookup probe that finds no match costs nothing
+  extra. On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy
+  reads that from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
 """
@@ -27,7 +31,7 @@ from typing import Any, Protocol
 import torch
 
 from .config import SpecConfig
-from .theory import AcceptanceProfile, Costs, expected_tokens_profile, iteration_ms, predicted_tokens_per_s
+from .theory import AcceptanceProfile, Costs, expected_tokens_profile, iteration_ms
 from .trace import IterationRecord
 
 PRIOR_ALPHA = 0.5      # acceptance of the first draft assumed before any was tested
@@ -37,7 +41,7 @@ PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
 EXPLORE_BUDGET = 0.03  # the share of predicted tokens/s that drafting where K = 0 is predicted best may cost
-PROBE_MAX = 16         # the longest run of K = 0 iterations between two drafting ones
+PROBE_MAX = 64         # the longest run of K = 0 iterations between two drafting ones
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 
 
@@ -137,6 +141,9 @@ class CostAwareK:
         self.prop = _Decayed()
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
+        self.behind = 1                           # tokens a model draft has not seen yet (its next first step)
+        self.catchup_ms = 0.0                     # ... and what each extra one adds to that step (learnt)
+        self.catchup_seen = False
 
     # -- the model of the next iteration --
     def costs(self) -> Costs:
@@ -155,29 +162,37 @@ class CostAwareK:
         propose = () if self.draft_per_token else self.prop.means(self.k_max, 1.0)
         return AcceptanceProfile(accept, propose)
 
+    def iteration_ms(self, costs: Costs, prof: AcceptanceProfile, k: int) -> float:
+        """The next iteration's predicted ms at K = k: the cost model's, plus, for a model draft that sat out
+        K = 0 iterations, its first step's catch-up over the tokens it has not seen."""
+        catchup = self.catchup_ms * (self.behind - 1) if k > 0 and self.draft_per_token else 0.0
+        return iteration_ms(costs, prof, k) + catchup
+
     def choose(self, max_k: int) -> tuple[int, str]:
         cap = min(self.k_max, max(0, max_k))
         if cap == 0:
             return 0, "cost: no drafts (the last token is the target's own)"
         costs, prof = self.costs(), self.profile()
         lo = 0 if self.allow_zero else 1
-        scored = {k: predicted_tokens_per_s(costs, prof, k) for k in range(lo, cap + 1)}
+        tokens = {k: expected_tokens_profile(prof, k) for k in range(lo, cap + 1)}
+        ms = {k: self.iteration_ms(costs, prof, k) for k in tokens}
+        scored = {k: 1000.0 * tokens[k] / ms[k] if ms[k] > 0 else math.inf for k in tokens}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
         if best == 0:                       # cap >= 1 here, so some K >= 1 was scored
             draft_k = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
-            loss = 1.0 - scored[draft_k] / scored[0] if scored[0] > 0 else 1.0
-            wait = probe_wait(loss)
+            extra = ms[draft_k] - tokens[draft_k] * ms[0]       # vs the same tokens at K = 0
+            wait = probe_wait(extra, ms[draft_k], ms[0])
             self.zeros += 1
             if self.zeros > wait:
                 self.zeros = 0
                 best = draft_k
-                probe = (f"explore: drafting is predicted {loss:.0%} below K = 0, so draft one iteration in "
-                         f"{wait + 1}: ")
+                probe = (f"explore: drafting now costs {extra:.1f} ms more than K = 0 would for its tokens, so "
+                         f"draft one iteration in {wait + 1}: ")
         else:
             self.zeros = 0
-        e, ms = expected_tokens_profile(prof, best), iteration_ms(costs, prof, best)
-        why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s ({e:.2f} tokens / {ms:.0f} ms; "
+        e = tokens[best]
+        why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s ({e:.2f} tokens / {ms[best]:.0f} ms; "
                f"a1 = {prof.a(1):.2f}")
         alt = [k for k in sorted(scored, key=lambda k: -scored[k]) if k != best][:1]
         if alt:
@@ -200,10 +215,15 @@ class CostAwareK:
         else:
             self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
         steps = list(it.draft_ms)
-        if self.draft_per_token and steps and not self.drafted_before:
-            steps = steps[1:]       # a model draft's first step of a run also caught up on the whole prompt
+        if self.draft_per_token and steps and (not self.drafted_before or self.behind > 1):
+            first, steps = steps[0], steps[1:]   # the first step also caught up (on the prompt, or after K = 0)
+            if self.drafted_before:
+                per = max(0.0, first - self.draft_ms) / (self.behind - 1)
+                self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
+                self.catchup_seen = True
         if it.draft_ms:
             self.drafted_before = True
+        self.behind = 1 if it.draft_ms else self.behind + 1
         if steps:
             per = sum(steps) / len(steps) if self.draft_per_token else sum(steps)
             self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
@@ -213,10 +233,14 @@ class CostAwareK:
         self.overhead_seen = True
 
 
-def probe_wait(loss: float) -> int:
-    """K = 0 iterations before the next drafting one, when drafting is predicted to lose ``loss`` (a share
-    of K = 0's tokens/s): the smallest w with loss / (w + 1) <= EXPLORE_BUDGET, at most PROBE_MAX."""
-    return min(PROBE_MAX, max(0, math.ceil(loss / EXPLORE_BUDGET - 1e-9) - 1))
+def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:
+    """K = 0 iterations before the next drafting one, when a drafting iteration takes ``draft_ms`` and
+    ``extra_ms`` more than K = 0 iterations (``zero_ms`` each) would take for the same tokens: the smallest w
+    with extra_ms / (w * zero_ms + draft_ms) <= EXPLORE_BUDGET, at most PROBE_MAX."""
+    if extra_ms <= 0:
+        return 0
+    need = (extra_ms / EXPLORE_BUDGET - draft_ms) / max(zero_ms, 1e-9)
+    return min(PROBE_MAX, max(0, math.ceil(need - 1e-9)))
 
 
 def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPolicy:

@@ -181,7 +181,7 @@ def test_cost_policy_picks_the_obviously_right_k():
     assert late.count(0) >= 13 and any(late)                    # ~6 % predicted loss: one iteration in 3
     assert not any(a and b for a, b in zip(late, late[1:]))       # drafting ones never back to back
     probes = [i for i, w in enumerate(whys) if "explore" in w]
-    assert probes and all("explore: drafting is predicted" in whys[i] for i in probes)
+    assert probes and all("more than K = 0 would for its tokens, so draft one iteration in" in whys[i] for i in probes)
     # acceptance 0.6 on the CPU curve: K >= 3 (2-3 token verifies are slower than 4-8 token ones)
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
     pol.acc.num, pol.acc.den = {j: 6.0 for j in range(1, 9)}, {j: 10.0 for j in range(1, 9)}
@@ -195,19 +195,41 @@ def test_cost_policy_picks_the_obviously_right_k():
 
 def test_exploration_costs_at_most_its_budget():
     """Where K = 0 is predicted best, the policy still drafts one iteration in w + 1, w chosen so that the
-    predicted loss per iteration stays within EXPLORE_BUDGET (seen with the feature draft: a1 fell to 0.09
+    extra time stays within EXPLORE_BUDGET of the time spent (seen with the feature draft: a1 fell to 0.09
     after hard first tokens, and a doubling wait then kept it from seeing a1 recover to 0.45)."""
-    assert [probe_wait(x) for x in (0.0, 0.02, 0.03, 0.04, 0.10, 0.30, 0.9)] == [0, 0, 0, 1, 3, 9, PROBE_MAX]
-    assert all(x / (probe_wait(x) + 1) <= EXPLORE_BUDGET + 1e-9 for x in (0.01 * i for i in range(1, 49)))
+    assert probe_wait(0.0, 11, 10) == 0 and probe_wait(-1.0, 11, 10) == 0
+    assert probe_wait(0.3, 10, 10) == 0 and probe_wait(0.4, 10, 10) == 1     # 3 %: every time; 4 %: one in 2
+    assert probe_wait(60.0, 107, 24) == PROBE_MAX                           # drafting is hopeless: rarely
+    for extra in (0.5, 1.0, 2.0, 5.0, 10.0):
+        w = probe_wait(extra, 12, 10)
+        assert extra / (w * 10 + 12) <= EXPLORE_BUDGET + 1e-9 < extra / ((w - 1) * 10 + 12) or w == 0
 
     def policy(a1: float) -> CostAwareK:
-        pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)     # K = 0: 100 tok/s; K = 1: (1 + a1) / 11 ms
+        pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)     # K = 0: 10 ms; K = 1: 11 ms, 1 + a1 tokens
         pol.acc.num, pol.acc.den = {1: a1 * 101 - PRIOR_ALPHA}, {1: 100.0}
         return pol
-    k, why = policy(0.08).choose(100)          # K = 1 predicts 98.2 tok/s, 1.8 % below K = 0: draft every time
-    assert k == 1 and "predicted 2% below K = 0, so draft one iteration in 1" in why
-    pol = policy(0.02)                         # 92.7 tok/s, 7 % below: two iterations at K = 0, then one drafting
+    k, why = policy(0.08).choose(100)          # 0.2 ms more than K = 0 for its 1.08 tokens (1.8 %): draft every time
+    assert k == 1 and "costs 0.2 ms more than K = 0 would for its tokens, so draft one iteration in 1" in why
+    pol = policy(0.02)                         # 0.8 ms more (7 %): two iterations at K = 0, then one drafting
     assert [pol.choose(100)[0] for _ in range(6)] == [0, 0, 1, 0, 0, 1]
+
+
+def test_a_model_draft_that_sat_out_pays_its_catch_up():
+    """After K = 0 iterations a model draft's first step also runs over the tokens it has not seen: the
+    policy learns that cost per token, prices it into drafting now, and keeps it out of the draft cost."""
+    pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)
+    pol.acc.num, pol.acc.den = {1: 0.3 * 101 - PRIOR_ALPHA}, {1: 100.0}        # a1 = 0.3: K = 1 wins
+    one = [_d(1.0, True)]
+    pol.observe(IterationRecord(0, 1, 1, one, None, None, [0, 1], [30.0], 10.0, 0.0))   # the prompt's catch-up
+    for i in range(5):                                                                # five K = 0 iterations
+        pol.observe(IterationRecord(i + 1, 1, 0, [], None, None, [0], [], 10.0, 0.0))
+    assert pol.behind == 6
+    pol.observe(IterationRecord(6, 1, 1, one, None, None, [0, 1], [11.0], 10.0, 0.0))   # 1 ms + 5 x 2 ms
+    assert pol.catchup_ms == pytest.approx(2.0) and pol.draft_ms == pytest.approx(1.0) and pol.behind == 1
+    assert pol.iteration_ms(pol.costs(), pol.profile(), 1) == pytest.approx(11.0)
+    pol.behind = 6
+    assert pol.iteration_ms(pol.costs(), pol.profile(), 1) == pytest.approx(21.0)
+    assert pol.iteration_ms(pol.costs(), pol.profile(), 0) == pytest.approx(10.0)
 
 
 def test_a_model_drafts_first_step_does_not_price_later_drafts():
