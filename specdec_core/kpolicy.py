@@ -40,7 +40,7 @@ DEEP_PRIOR = 0.8       # draft j >= 2 given j-1 accepted: drafts fail in runs, s
 PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
-EXPLORE_BUDGET = 0.03  # the share of predicted tokens/s that drafting where K = 0 is predicted best may cost
+EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
 PROBE_MAX = 64         # the longest run of K = 0 iterations between two drafting ones
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 
