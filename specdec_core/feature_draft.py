@@ -32,6 +32,7 @@ from .trained_draft import (DraftFilesError, draft_config, full_vocab_logits, he
                             write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
+SHARED = ("embed_tokens", "lm_head")      # the target's own modules: tied at load time, never stored or trained
 WEIGHTS = "feature_draft.safetensors"
 REBUILD = "python -m specdec_core.distill --design feature"
 
@@ -99,7 +100,7 @@ class FeatureDraft(nn.Module):
         return FeatureDrafter(self, name)
 
     def own_state(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(("embed_tokens", "lm_head"))}
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(SHARED)}
 
 
 class FeatureDrafter:

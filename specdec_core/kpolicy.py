@@ -191,8 +191,8 @@ class CostAwareK:
                          f"draft one iteration in {wait + 1}: ")
         else:
             self.zeros = 0
-        e = tokens[best]
-        why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s ({e:.2f} tokens / {ms[best]:.0f} ms; "
+        why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s "
+               f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"a1 = {prof.a(1):.2f}")
         alt = [k for k in sorted(scored, key=lambda k: -scored[k]) if k != best][:1]
         if alt:

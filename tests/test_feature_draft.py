@@ -13,7 +13,7 @@ import torch
 from specdec_core import FeatureDraft, SpecConfig, load_feature_draft, speculative_generate
 from specdec_core.distill.features import target_features
 from specdec_core.distill.train import build_vocab
-from specdec_core.distill.train_feature import distill_features, feature_agreement
+from specdec_core.distill.train_feature import distill_features, feature_agreement, trainable_feature_draft
 from specdec_core.drafters import model_drafter
 from specdec_core.engine import TargetModel
 from specdec_core.feature_draft import WEIGHTS, FeatureDrafter, save_feature_draft
@@ -35,11 +35,7 @@ def trained(tiny_target):
     """A feature draft trained briefly on the tiny target's own samples (so that it gets drafts accepted)."""
     train = _examples(tiny_target, 48, seed=0)
     held = _examples(tiny_target, 8, seed=1, greedy=True)
-    draft = FeatureDraft(tiny_target, 1, build_vocab(train, 20, V))
-    draft.requires_grad_(False)
-    for name, p in draft.named_parameters():
-        if not name.startswith(("embed_tokens", "lm_head")):
-            p.requires_grad_(True)
+    draft = trainable_feature_draft(tiny_target, 1, build_vocab(train, 20, V))
     held_f = target_features(tiny_target, held)
     before = feature_agreement(draft, held, held_f)
     log = distill_features(draft, train, target_features(tiny_target, train), epochs=8, lr=3e-3, seed=0, pad=0,
@@ -91,11 +87,7 @@ def test_training_is_reproducible(tiny_target):
 
     def weights(seed: int) -> dict[str, torch.Tensor]:
         torch.manual_seed(seed)           # the init's random part (the command seeds it: see pipeline.py)
-        draft = FeatureDraft(tiny_target, 1, build_vocab(train, 20, V))
-        draft.requires_grad_(False)
-        for name, p in draft.named_parameters():
-            if not name.startswith(("embed_tokens", "lm_head")):
-                p.requires_grad_(True)
+        draft = trainable_feature_draft(tiny_target, 1, build_vocab(train, 20, V))
         distill_features(draft, train, feats, epochs=2, lr=3e-3, seed=seed, pad=0, tokens_per_batch=64)
         return {k: v.clone() for k, v in draft.state_dict().items()}
 

@@ -58,14 +58,9 @@ def _train_token(args, target, data, vocab, curve_set, pad, on_step):
 
 
 def _train_feature(args, target, data, vocab, curve_set, pad, on_step, features, curve_features):
-    from ..feature_draft import FeatureDraft
-    from .train_feature import distill_features
+    from .train_feature import distill_features, trainable_feature_draft
     layer = int(str(args.layers).split(",")[-1])
-    draft = FeatureDraft(target, layer, vocab)
-    draft.requires_grad_(False)
-    for name, p in draft.named_parameters():
-        if not name.startswith(("embed_tokens", "lm_head")):
-            p.requires_grad_(True)
+    draft = trainable_feature_draft(target, layer, vocab)
     n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
     log = distill_features(draft, data, features, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad,
                            heldout=(curve_set, curve_features), tokens_per_batch=args.batch_tokens, on_step=on_step)

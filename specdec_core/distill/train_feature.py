@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ..feature_draft import SHARED, FeatureDraft
 from .data import Example
 from .train import TOKENS_PER_BATCH, _collate, train_loop, vocab_index
 
@@ -68,6 +69,17 @@ def feature_agreement(draft: torch.nn.Module, heldout: list[Example], features: 
         prev_ok = torch.cat([torch.zeros(1, dtype=torch.bool), ok1[:-1]])   # step 1 right one position earlier
         hits2, total2 = hits2 + int((ok2 & prev_ok).sum()), total2 + int(prev_ok.sum())
     return hits1 / max(total1, 1), hits2 / max(total2, 1)
+
+
+def trainable_feature_draft(target: torch.nn.Module, layer: int, vocab_ids: torch.Tensor) -> FeatureDraft:
+    """A new feature draft (``FeatureDraft(target, layer, vocab_ids)``) whose own modules train and whose
+    shared embedding and head stay frozen."""
+    draft = FeatureDraft(target, layer, vocab_ids)
+    draft.requires_grad_(False)
+    for name, p in draft.named_parameters():
+        if not name.startswith(SHARED):
+            p.requires_grad_(True)
+    return draft
 
 
 def distill_features(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], *, epochs: float,
