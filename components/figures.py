@@ -95,6 +95,12 @@ def timeline_figure(trace: Trace) -> go.Figure:
     for it in trace.iterations:
         o = outcome(it)
         t = it.t_start_ms
+        if it.catchup_ms > 0:
+            draft_x.append(it.catchup_ms)
+            draft_base.append(t)
+            draft_hover.append(f"iteration {it.index + 1} · the draft catches up on tokens it had not seen: "
+                               f"{it.catchup_ms:.1f} ms")
+            t += it.catchup_ms
         for j, ms in enumerate(it.draft_ms):
             draft_x.append(ms)
             draft_base.append(t)

@@ -34,7 +34,7 @@ def outcome(it: IterationRecord) -> Outcome:
 
 def iteration_end_ms(it: IterationRecord) -> float:
     """When the iteration finished, on the run's clock (its recorded start plus its recorded parts)."""
-    return it.t_start_ms + sum(it.draft_ms) + it.verify_ms + it.other_ms
+    return it.t_start_ms + it.catchup_ms + sum(it.draft_ms) + it.verify_ms + it.other_ms
 
 
 def speculative_progress(trace: Trace) -> tuple[list[float], list[int]]:

@@ -1,12 +1,16 @@
 """Drafters: whatever proposes the K tokens the target then verifies.
 
 The protocol is small on purpose (``Drafter`` below):
-- ``start(prompt_ids)`` once per generation (a model drafter prefills its KV cache here);
+- ``start(prompt_ids)`` once per generation (a model drafter only resets its KV cache: it fills it on its
+  first draft, so a run whose K policy never drafts never pays for it);
 - ``propose(ids, k, policy)`` returns up to k tokens and, for each, the warped distribution q it was
   drawn from (``None`` = a point mass on the token, as for the n-gram drafter);
 - ``rollback(valid_len)`` tells it that only ``ids[:valid_len]`` survived verification, so it can crop
   its cache instead of starting over. The next ``propose`` gets the full sequence and absorbs the
-  tokens it has not seen yet (the resampled or bonus token) in the same forward as its first draft.
+  tokens it has not seen yet (the resampled or bonus token) in the same forward as its first draft;
+  more than two unseen tokens (its prompt, or what was emitted while it sat out K = 0 iterations) get a
+  forward of their own first, timed apart as the proposal's ``catchup_ms``.
+- ``outlook(ids)`` (optional) says, for free, what the next proposal will be like (``DraftOutlook``).
 A drafter that reads the target's features (``feature_draft.FeatureDrafter``) also sets
 ``reads_features = True``; the engine then calls ``observe_features(start, features)`` with the
 target's post-norm last hidden states after the prefill and after every verify forward, before the
@@ -49,7 +53,17 @@ class Proposal:
     draft_probs: torch.Tensor | None      # (len(tokens), V) warped q each token was drawn from; None = point mass
     raw_probs: torch.Tensor | None = None  # (len(tokens), V) unwarped softmax, for display only
     forward_ms: list[float] = field(default_factory=list)  # one entry per draft forward / lookup
-    forwards: int = 0                     # model forwards actually run
+    forwards: int = 0                     # model forwards actually run (the catch-up included)
+    catchup_ms: float = 0.0               # a forward over > 2 unseen tokens before the first draft step
+
+
+@dataclass(frozen=True)
+class DraftOutlook:
+    """What a drafter can tell, for free, before it drafts (``outlook(ids)``, optional): the K policy
+    prices the next iteration with it."""
+    match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
+    available: int | None = None   # prompt lookup: tokens its source offers after the match
+    unseen: int | None = None      # a draft model: tokens it must run over before it can draft
 
 
 @runtime_checkable
@@ -75,10 +89,10 @@ class ModelDrafter:
     def start(self, prompt_ids: list[int]) -> int:
         self.cache = new_kv_cache(self.model.config)
         self.cache_len = 0
-        if len(prompt_ids) > 1:
-            self._forward(prompt_ids[:-1], logits_to_keep=1)
-            return 1
         return 0
+
+    def outlook(self, ids: list[int]) -> DraftOutlook:
+        return DraftOutlook(unseen=len(ids) - self.cache_len)
 
     @torch.inference_mode()
     def _forward(self, tokens: list[int] | torch.Tensor, logits_to_keep: int = 1) -> torch.Tensor:
@@ -89,13 +103,29 @@ class ModelDrafter:
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         feed = ids[self.cache_len:]
-        return proposal_from_steps(lambda i, prev: self._forward(feed if prev is None else prev), k, policy,
+        catchup_ms = 0.0
+        if k > 0 and len(feed) > CATCHUP_MIN:
+            t0 = now_ms(self.device)
+            self._forward(feed[:-1])
+            catchup_ms, feed = now_ms(self.device) - t0, feed[-1:]
+        prop = proposal_from_steps(lambda i, prev: self._forward(feed if prev is None else prev), k, policy,
                                    self.device)
+        return with_catchup(prop, catchup_ms)
 
     def rollback(self, valid_len: int) -> None:
         if self.cache_len > valid_len:
             self.cache.crop(valid_len - self.cache_len)
             self.cache_len = valid_len
+
+
+CATCHUP_MIN = 2   # unseen tokens a draft model's first step absorbs itself (the bonus and the last draft)
+
+
+def with_catchup(prop: Proposal, catchup_ms: float) -> Proposal:
+    """``prop`` with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
+    if catchup_ms > 0:
+        prop.catchup_ms, prop.forwards = catchup_ms, prop.forwards + 1
+    return prop
 
 
 def model_drafter(model: torch.nn.Module, name: str | None = None) -> "Drafter":
@@ -151,9 +181,11 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
 
 
 class NGramDrafter:
-    """Prompt lookup: find the most recent earlier occurrence of the sequence's last n tokens (n from
-    ``max_ngram`` down to ``min_ngram``) in prompt + generated text and propose the tokens that
-    followed it. q is a point mass, so alpha = p(x) and the residual is p with x removed."""
+    """Prompt lookup: find an earlier occurrence of the sequence's last n tokens (n from ``max_ngram``
+    down to ``min_ngram``) in prompt + generated text and propose the tokens that followed it. Of several
+    occurrences it takes the one whose match reaches furthest back (a copy keeps following its source
+    rather than jumping to another place with the same last few tokens), the most recent among equals.
+    q is a point mass, so alpha = p(x) and the residual is p with x removed."""
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
@@ -161,13 +193,26 @@ class NGramDrafter:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.name = "ngram"
+        self._match: tuple[tuple, int, int] | None = None   # (key of ids, continuation start, match length)
 
     def start(self, prompt_ids: list[int]) -> int:
+        self._match = None
         return 0
+
+    def _find(self, ids: list[int]) -> tuple[int, int]:
+        key = (len(ids), tuple(ids[-8:]))        # outlook and propose of one iteration share the lookup
+        if self._match is None or self._match[0] != key:
+            self._match = (key, *find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
+        return self._match[1], self._match[2]
+
+    def outlook(self, ids: list[int]) -> DraftOutlook:
+        start, length = self._find(ids)
+        return DraftOutlook(match_len=length, available=len(ids) - start if length else 0)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))
-        tokens = lookup_ngram(np.asarray(ids), k, self.max_ngram, self.min_ngram)
+        start, length = self._find(ids)
+        tokens = ids[start:start + k] if length and k > 0 else []
         if policy.eos_token_id is not None and policy.eos_token_id in tokens:
             tokens = tokens[: tokens.index(policy.eos_token_id) + 1]
         return Proposal(tokens, None, None, [now_ms(torch.device("cpu")) - t0], 0)
@@ -176,20 +221,38 @@ class NGramDrafter:
         pass
 
 
-def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
-    """Up to k tokens following the most recent earlier match of the last n tokens, longest n first."""
+MAX_MATCH = 64   # how far back a prompt-lookup match is followed (and the longest match length reported)
+
+
+def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int, int]:
+    """Where prompt lookup's continuation starts, and the length of its match: the earlier occurrence of
+    the last n tokens (longest n first) whose agreement with the sequence's end reaches furthest back
+    (counted up to ``MAX_MATCH`` tokens), the most recent among equals. (-1, 0) when nothing matches."""
     n_ids = len(ids)
-    if k <= 0:
-        return []
     for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
         pattern = ids[n_ids - n:]
         # windows starting at 0 .. n_ids-n-1 (the trailing occurrence itself is excluded)
         windows = np.lib.stride_tricks.sliding_window_view(ids[:n_ids - 1], n)
         hits = np.flatnonzero((windows == pattern).all(axis=1))
-        if len(hits):
-            start = int(hits[-1]) + n
-            return ids[start:start + k].tolist()
-    return []
+        if not len(hits):
+            continue
+        back = np.arange(1, MAX_MATCH - n + 1)                     # compare ids[h - b] with ids[n_ids - n - b]
+        before = hits[:, None] - back[None, :]
+        ref_at = n_ids - n - back
+        ok = (before >= 0) & (ref_at >= 0)[None, :]
+        same = ok & (ids[np.clip(before, 0, None)] == ids[np.clip(ref_at, 0, None)][None, :])
+        extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
+        best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
+        return int(hits[best]) + n, n + int(extra[best])
+    return -1, 0
+
+
+def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
+    """Up to k tokens of prompt lookup's continuation (``find_match``)."""
+    if k <= 0:
+        return []
+    start, length = find_match(ids, max_ngram, min_ngram)
+    return ids[start:start + k].tolist() if length else []
 
 
 def new_kv_cache(config: object) -> object:

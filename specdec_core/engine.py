@@ -169,6 +169,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     eos = _resolve_eos(eos_token_id, tokenizer)
     text = _decoder(tokenizer)
     reads_features = bool(getattr(drafter, "reads_features", False))
+    has_outlook = callable(getattr(drafter, "outlook", None))
     tgt = TargetModel(target, keep_features=reads_features)
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -195,7 +196,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
 
     while True:
         remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-        k_iter, k_reason = k_policy.choose(remaining - 1)              # 0. how many drafts (kpolicy)
+        outlook = drafter.outlook(ids) if has_outlook else None          # free: e.g. prompt lookup's match
+        k_iter, k_reason = k_policy.choose(remaining - 1, outlook)     # 0. how many drafts (kpolicy)
         t_iter = now_ms(device)
         # 1. draft
         prop: Proposal = (checked_proposal(drafter, ids, k_iter, policy, target, device)  # refuses bad proposals
@@ -272,11 +274,12 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             bonus = BonusRecord(token_id=new_tok, text=text(new_tok), p=p_new)
         it_end = now_ms(device)
         draft_ms = prop.forward_ms
+        busy = sum(draft_ms) + prop.catchup_ms + verify_ms
         trace.iterations.append(IterationRecord(
             index=len(trace.iterations), start_len=len(ids), k=k_iter, drafts=records, resampled=resampled,
             bonus=bonus, emitted=emitted, draft_ms=draft_ms, verify_ms=verify_ms,
-            other_ms=max(0.0, it_end - t_iter - sum(draft_ms) - verify_ms), t_start_ms=t_iter - t_run,
-            k_reason=k_reason))
+            other_ms=max(0.0, it_end - t_iter - busy), t_start_ms=t_iter - t_run,
+            k_reason=k_reason, catchup_ms=prop.catchup_ms))
         ids = new_ids
         trace.new_token_ids.extend(emitted)
         st.draft_forwards += prop.forwards

@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from .cpu_matmul import small_batch_linear
-from .drafters import DraftPolicy, Proposal, new_kv_cache, proposal_from_steps
+from .drafters import (CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, new_kv_cache, proposal_from_steps,
+                       with_catchup)
 from .timing import now_ms
 from .trained_draft import (DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
                             write_card)
@@ -146,11 +147,21 @@ class FeatureDrafter:
         hidden, logits = self.draft(x, feats.view(1, x.shape[1], -1), pos, self.cache, last_logits=True)
         return hidden[0, -1], logits[0]
 
+    def outlook(self, ids: list[int]) -> DraftOutlook:
+        return DraftOutlook(unseen=len(ids) - 1 - self.true_len)
+
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
-        # catch up: positions t = true_len … len(ids)-2, inputs (f_t, x_{t+1}), all from the target
+        # catch up: positions t = true_len … len(ids)-2, inputs (f_t, x_{t+1}), all from the target; more than
+        # CATCHUP_MIN of them (the prompt, or a stretch of K = 0 iterations) in a forward of their own
         last = len(ids) - 1
         if k <= 0 or last < 1 or self.n_features < last:
             return Proposal([], None)
+        catchup_ms = 0.0
+        if last - self.true_len > CATCHUP_MIN:
+            t0 = now_ms(self.device)
+            self._step(ids[self.true_len + 1:last], self.features[self.true_len:last - 1], self.true_len)
+            self.true_len = last - 1
+            catchup_ms = now_ms(self.device) - t0
         t0 = now_ms(self.device)
         hidden, logits = self._step(ids[self.true_len + 1:last + 1], self.features[self.true_len:last], self.true_len)
         self.true_len = last
@@ -161,7 +172,7 @@ class FeatureDrafter:
                 hidden, logits = self._step(prev_tok, hidden, last + i - 1)
             return logits
 
-        return proposal_from_steps(step, k, policy, self.device, t0)
+        return with_catchup(proposal_from_steps(step, k, policy, self.device, t0), catchup_ms)
 
     def rollback(self, valid_len: int) -> None:
         keep = min(self.true_len, valid_len)

@@ -152,7 +152,7 @@ _REQUIRED = {"schema", "config", "prompt", "prompt_ids", "iterations", "new_toke
 # values the contract does not constrain (display text, free-form config): changing them may be accepted
 _FREE = {"text", "prompt", "config", "drafter", "target", "draft", "device", "dtype", "pair", "residual_top",
          "p_top", "q_top", "draft_ms", "verify_ms", "other_ms", "t_start_ms", "prefill_ms", "wall_ms", "tokens_per_s",
-         "finish_reason", "baseline", "position", "residual_prob", "token_ms", "tested", "p_raw", "q_raw"}
+         "catchup_ms", "finish_reason", "baseline", "position", "residual_prob", "token_ms", "tested", "p_raw", "q_raw"}
 
 
 def _paths(d: Any, prefix: tuple = ()) -> Iterator[tuple]:

@@ -5,20 +5,26 @@
   K -= 1 (not below 1) otherwise; K never exceeds the configured cap.
 - ``cost``: each iteration, the K in 0..cap that maximises predicted tokens per second under the
   calibrated cost model of ``theory``: tokens per iteration from a running per-position acceptance
-  estimate (and, for prompt lookup, how often the drafter can offer a j-th token), time per iteration
-  from the target's verify curve t_verify(n) (``calibration``, rescaled online to the measured verify
-  times), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts
-  keep failing. Drafting is still what keeps the acceptance estimate current, so the policy then drafts at
-  its best K >= 1 one iteration in w + 1, with w the smallest wait for which the extra time of that
-  iteration (over what K = 0 would take for the tokens it is expected to give) is at most
-  ``EXPLORE_BUDGET`` of the time spent: every iteration when drafting is predicted to cost next to
-  nothing, rarely (at most every ``PROBE_MAX`` + 1) when it is hopeless. A recovered draft is noticed
-  within a few iterations, and a hopeless one costs about 3 %. A model draft that sat out K = 0
-  iterations must first run over the tokens it has not seen: the policy learns that catch-up cost per
-  token from its first steps and adds it to the price of drafting now (it is what made drafting after a
-  long K = 0 stretch dear for the self-draft). A prompt-lookup probe that finds no match costs nothing
-  extra. On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy
-  reads that from the curve rather than from a rule.
+  estimate, time per iteration from the target's verify curve t_verify(n) (``calibration``, rescaled
+  online to the measured verify times), the running draft cost and overhead. Within ``FINISH_HORIZON``
+  iterations of the run's end it instead picks the K that emits the tokens left in the least expected
+  time (``theory.finish_plan``: with every draft accepted, 18 tokens are two iterations at K = 8 but three
+  at K = 7, whatever the steady-state rates).
+  - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
+    lookup tells how long its match is: a draft continuing a match of m tokens is priced by what matches
+    of that length gave so far (``match_bucket``), starting from Laplace's rule of succession, (m + 1) /
+    (m + 2) (``match_prior``); so a copy that has held for 20 tokens is drafted at the cap at once, and a
+    one-token match in free text soon is not. A draft model tells how many tokens it has not seen: more
+    than two (its prompt, or what was emitted while it sat out) cost a catch-up forward, learnt per token
+    and added to the price of drafting now.
+  - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps
+    the acceptance estimate current, so the policy then drafts at its best K >= 1 one iteration in w + 1,
+    with w the smallest wait for which the extra time of that iteration (over what K = 0 would take for
+    the tokens it is expected to give) is at most ``EXPLORE_BUDGET`` of the time spent: every iteration
+    when drafting is predicted to cost next to nothing, rarely (at most every ``PROBE_MAX`` + 1) when it
+    is hopeless, never when even perfect acceptance could not pay (a draft as dear as the target).
+  On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy reads
+  that from the curve rather than from a rule.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
 """
@@ -31,7 +37,9 @@ from typing import Any, Protocol
 import torch
 
 from .config import SpecConfig
-from .theory import AcceptanceProfile, Costs, expected_tokens_profile, iteration_ms
+from .drafters import CATCHUP_MIN, MAX_MATCH, DraftOutlook
+from .theory import (AcceptanceProfile, Costs, expected_tokens_profile, finish_plan, iteration_ms,
+                     tokens_distribution)
 from .trace import IterationRecord
 
 PRIOR_ALPHA = 0.5      # acceptance of the first draft assumed before any was tested
@@ -43,13 +51,14 @@ SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
 EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
 PROBE_MAX = 64         # the longest run of K = 0 iterations between two drafting ones
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
+FINISH_HORIZON = 3     # within this many iterations at the cap of a run's end, K is planned to finish soonest
 
 
 class KPolicy(Protocol):
     name: str
     calibration: dict | None        # the verify curve the policy used (recorded in the trace), if any
 
-    def choose(self, max_k: int) -> tuple[int, str]: ...   # K for the next iteration (<= max_k) and why
+    def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]: ...  # K (<= max_k), why
     def observe(self, it: IterationRecord) -> None: ...
 
 
@@ -60,7 +69,7 @@ class FixedK:
         self.k = k
         self.calibration: dict | None = None
 
-    def choose(self, max_k: int) -> tuple[int, str]:
+    def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
         if max_k < self.k:
             return max(0, max_k), f"fixed K = {self.k}, clipped to {max(0, max_k)}: {max(0, max_k) + 1} token(s) left"
         return self.k, f"fixed K = {self.k}"
@@ -79,7 +88,7 @@ class HeuristicK:
         self.why = f"heuristic: start at the cap K = {k_max}"
         self.calibration: dict | None = None
 
-    def choose(self, max_k: int) -> tuple[int, str]:
+    def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
         if max_k < self.k_now:
             return max(0, max_k), f"{self.why}; clipped to {max(0, max_k)}: {max(0, max_k) + 1} token(s) left"
         return self.k_now, self.why
@@ -108,6 +117,9 @@ class _Decayed:
         self.num[j] = DECAY * self.num.get(j, 0.0) + x
         self.den[j] = DECAY * self.den.get(j, 0.0) + 1.0
 
+    def mean(self, key: int, prior: float) -> float:
+        return (self.num.get(key, 0.0) + prior * PRIOR_WEIGHT) / (self.den.get(key, 0.0) + PRIOR_WEIGHT)
+
     def means(self, n: int, prior: float, deep_prior: float | None = None) -> tuple[float, ...]:
         """Position j's prior is position j-1's estimate (deep positions back off to shallow ones), raised
         to at least ``deep_prior`` for j >= 2 when given."""
@@ -132,17 +144,18 @@ class CostAwareK:
         self.draft_per_token = draft_per_token
         self.draft_ms = draft_ms if draft_ms is not None else (0.0 if draft_per_token else NGRAM_LOOKUP_MS)
         self.draft_seen = draft_ms is not None
-        self.drafted_before = False               # has this run drafted yet (see observe)
         self.overhead_ms = 0.0
         self.overhead_seen = False
         self.scale = 1.0
         self.seen: dict[int, float] = {}          # verify ms by tokens fed, when no calibration
         self.acc = _Decayed()
         self.prop = _Decayed()
+        self.by_match = _Decayed()                # prompt lookup: acceptance by match length (match_bucket)
+        self.match_len: int | None = None         # the match the pending iteration drafts from, if told
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
-        self.behind = 1                           # tokens a model draft has not seen yet (its next first step)
-        self.catchup_ms = 0.0                     # ... and what each extra one adds to that step (learnt)
+        self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
+        self.catchup_ms = 0.0                     # a catch-up forward's cost per token fed (learnt)
         self.catchup_seen = False
 
     # -- the model of the next iteration --
@@ -157,29 +170,50 @@ class CostAwareK:
             curve = [1.0] * n
         return Costs(tuple(curve), self.draft_ms, self.draft_per_token, self.overhead_ms)
 
-    def profile(self) -> AcceptanceProfile:
+    def profile(self, outlook: DraftOutlook | None = None) -> AcceptanceProfile:
+        """Per-position acceptance for the next iteration. Told prompt lookup's match (``outlook``): draft j
+        continues a match of m + j - 1 tokens, priced by what matches of that length gave so far, and the
+        drafter offers exactly the tokens its source has."""
+        if outlook is not None and outlook.match_len:
+            m = outlook.match_len
+            accept = tuple(self.by_match.mean(match_bucket(m + j), match_prior(m + j)) for j in range(self.k_max))
+            avail = outlook.available if outlook.available is not None else self.k_max
+            return AcceptanceProfile(accept, tuple(float(j <= avail) for j in range(1, self.k_max + 1)))
         accept = self.acc.means(self.k_max, PRIOR_ALPHA, DEEP_PRIOR)
         propose = () if self.draft_per_token else self.prop.means(self.k_max, 1.0)
         return AcceptanceProfile(accept, propose)
 
     def iteration_ms(self, costs: Costs, prof: AcceptanceProfile, k: int) -> float:
-        """The next iteration's predicted ms at K = k: the cost model's, plus, for a model draft that sat out
-        K = 0 iterations, its first step's catch-up over the tokens it has not seen."""
-        catchup = self.catchup_ms * (self.behind - 1) if k > 0 and self.draft_per_token else 0.0
+        """The next iteration's predicted ms at K = k: the cost model's, plus, for a model draft with more than
+        CATCHUP_MIN tokens unseen (its prompt, or after K = 0 iterations), the forward that catches it up."""
+        fed = (self.unseen or 0) - 1
+        catchup = max(self.draft_ms, self.catchup_ms * fed) if k > 0 and fed >= CATCHUP_MIN else 0.0
         return iteration_ms(costs, prof, k) + catchup
 
-    def choose(self, max_k: int) -> tuple[int, str]:
+    def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
         cap = min(self.k_max, max(0, max_k))
+        self.match_len = outlook.match_len if outlook is not None else None
+        self.unseen = outlook.unseen if outlook is not None else None
         if cap == 0:
             return 0, "cost: no drafts (the last token is the target's own)"
-        costs, prof = self.costs(), self.profile()
+        if self.match_len == 0:
+            return 0, "cost: no drafts (prompt lookup finds no match)"
+        costs, prof = self.costs(), self.profile(outlook)
         lo = 0 if self.allow_zero else 1
         tokens = {k: expected_tokens_profile(prof, k) for k in range(lo, cap + 1)}
         ms = {k: self.iteration_ms(costs, prof, k) for k in tokens}
         scored = {k: 1000.0 * tokens[k] / ms[k] if ms[k] > 0 else math.inf for k in tokens}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
+        left = max_k + 1                                        # tokens this run may still emit
+        plan = ""
+        if left <= FINISH_HORIZON * (self.k_max + 1):           # near the end: the fewest ms to finish
+            ks = range(cap + 1)
+            best, finish = finish_plan([ms.get(k, math.inf) for k in ks],
+                                       [iteration_ms(costs, prof, k) if k >= lo else math.inf for k in ks],
+                                       [tokens_distribution(prof, k) for k in ks], left)
+            plan = f"finishes the last {left} tokens soonest ({finish:.0f} ms); "
         probe = ""
-        if best == 0:                       # cap >= 1 here, so some K >= 1 was scored
+        if best == 0 and not plan and self._may_pay(costs, prof, cap):
             draft_k = max((k for k in scored if k > 0), key=lambda k: (round(scored[k], 9), -k))
             extra = ms[draft_k] - tokens[draft_k] * ms[0]       # vs the same tokens at K = 0
             wait = probe_wait(extra, ms[draft_k], ms[0])
@@ -189,20 +223,32 @@ class CostAwareK:
                 best = draft_k
                 probe = (f"explore: drafting now costs {extra:.1f} ms more than K = 0 would for its tokens, so "
                          f"draft one iteration in {wait + 1}: ")
+        elif best == 0 and not plan:
+            probe = "drafting cannot pay even if every draft were accepted: "
         else:
             self.zeros = 0
-        why = (f"cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s "
+        match = f"match of {self.match_len} tokens, " if self.match_len else ""
+        why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
-               f"a1 = {prof.a(1):.2f}")
+               f"{match}a1 = {prof.a(1):.2f}")
         alt = [k for k in sorted(scored, key=lambda k: -scored[k]) if k != best][:1]
         if alt:
             why += f"; next best K = {alt[0]}: {scored[alt[0]]:.1f} tok/s"
         return best, why + ")"
 
+    def _may_pay(self, costs: Costs, prof: AcceptanceProfile, cap: int) -> bool:
+        """Could some K >= 1 beat K = 0 if every draft were accepted? (A draft as dear as the target never
+        can, so exploring it would only cost.)"""
+        sure = AcceptanceProfile((1.0,), prof.propose)
+        rate0 = 1.0 / iteration_ms(costs, sure, 0)
+        return any(expected_tokens_profile(sure, k) / iteration_ms(costs, sure, k) > rate0 for k in range(1, cap + 1))
+
     def observe(self, it: IterationRecord) -> None:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
+                if self.match_len:
+                    self.by_match.add(match_bucket(self.match_len + j - 1), d.alpha)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:
@@ -214,16 +260,11 @@ class CostAwareK:
                 self.scale = SCALE_DECAY * self.scale + (1 - SCALE_DECAY) * (it.verify_ms / ref)
         else:
             self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
-        steps = list(it.draft_ms)
-        if self.draft_per_token and steps and (not self.drafted_before or self.behind > 1):
-            first, steps = steps[0], steps[1:]   # the first step also caught up (on the prompt, or after K = 0)
-            if self.drafted_before:
-                per = max(0.0, first - self.draft_ms) / (self.behind - 1)
-                self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
-                self.catchup_seen = True
-        if it.draft_ms:
-            self.drafted_before = True
-        self.behind = 1 if it.draft_ms else self.behind + 1
+        if it.catchup_ms > 0 and self.unseen and self.unseen > 1:
+            per = it.catchup_ms / (self.unseen - 1)
+            self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
+            self.catchup_seen = True
+        steps = it.draft_ms
         if steps:
             per = sum(steps) / len(steps) if self.draft_per_token else sum(steps)
             self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
@@ -231,6 +272,18 @@ class CostAwareK:
         self.overhead_ms = it.other_ms if not self.overhead_seen else (
             DECAY * self.overhead_ms + (1 - DECAY) * it.other_ms)
         self.overhead_seen = True
+
+
+def match_bucket(m: int) -> int:
+    """Prompt-lookup match lengths pooled by doubling: 1 | 2-3 | 4-7 | 8-15 | 16-31 | 32-63 | 64 (MAX_MATCH)."""
+    return min(m, MAX_MATCH).bit_length()
+
+
+def match_prior(m: int) -> float:
+    """Acceptance assumed for a draft continuing a match of m tokens (its bucket's shortest) before any was
+    tested: Laplace's rule of succession, (m + 1) / (m + 2): a source that agreed m times agrees once more."""
+    low = 1 << (match_bucket(m) - 1)
+    return (low + 1) / (low + 2)
 
 
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import numpy as np
 from dataclasses import dataclass, replace
 
 from .trace import Trace
@@ -106,7 +108,7 @@ class Costs:
     draft_ms: float = 0.0             # one draft forward (model draft) or one lookup (prompt lookup)
     draft_per_token: bool = True      # True: one draft forward per proposed token; False: one lookup per iteration
     overhead_ms: float = 0.0          # host time per iteration outside draft and verify
-    prefill_ms: float = 0.0           # the speculative run's prefill (target and draft caches)
+    prefill_ms: float = 0.0           # the speculative run's prefill and its draft's catch-ups (filling caches)
     baseline_prefill_ms: float = 0.0  # the baseline's prefill
     baseline_overhead_ms: float = 0.0  # host time per baseline token beyond its one-token forward
     baseline_token_ms: float | None = None  # the baseline's measured time per token (forward + overhead);
@@ -207,6 +209,41 @@ def iteration_ms(costs: Costs, profile: AcceptanceProfile, k: int) -> float:
     """Expected time of one iteration at K = k: drafting, one verify over L + 1 tokens, overhead."""
     return costs.overhead_ms + sum(p * (costs.draft_cost(l, k) + costs.t_verify(l + 1))
                                    for l, p in enumerate(proposal_lengths(profile, k)))
+
+
+def tokens_distribution(profile: AcceptanceProfile, k: int) -> list[float]:
+    """P(an iteration at K = k emits m tokens) for m = 1..k+1: i drafts accepted, then the first rejection
+    (or the bonus after all L offered were accepted)."""
+    out = [0.0] * (k + 1)
+    for length, p_len in enumerate(proposal_lengths(profile, k)):
+        run = p_len                                  # P(offered `length`, first i accepted)
+        for i in range(length):
+            a = profile.a(i + 1)
+            out[i] += run * (1.0 - a)
+            run *= a
+        out[length] += run
+    return out
+
+
+def finish_plan(first_ms: Sequence[float], later_ms: Sequence[float], dists: Sequence[Sequence[float]],
+                remaining: int) -> tuple[int, float]:
+    """The K (index into the lists, 0 = no drafts) that emits ``remaining`` more tokens in the least expected
+    time, and that time: iteration i takes ``later_ms[K]`` (the next one ``first_ms[K]``) and emits m tokens
+    with probability ``dists[K][m - 1]``; tokens past the end are not needed (a run stops at its length).
+    An exact dynamic programme over the tokens left; K never asks for more than remaining - 1 drafts."""
+    n = len(later_ms)
+    dist = np.zeros((n, n))                          # dist[K, m - 1]
+    for k, d in enumerate(dists):
+        dist[k, :len(d)] = d
+    finish = np.zeros(remaining + n)                 # finish[n - 1 + r]: least expected ms for r more tokens
+    choice = 0
+    for r in range(1, remaining + 1):
+        times = np.asarray(first_ms if r == remaining else later_ms, dtype=float)[:min(n, r)]   # K <= r - 1
+        ahead = finish[n - 1 + r - np.arange(1, n + 1)]  # finish[r - m] for m = 1..n (0 once past the end)
+        total = times + dist[:len(times)] @ ahead
+        choice = int(np.argmin(total))
+        finish[n - 1 + r] = total[choice]
+    return choice, float(finish[n - 1 + remaining])
 
 
 def predicted_tokens_per_s(costs: Costs, profile: AcceptanceProfile, k: int, n_tokens: int | None = None) -> float:
@@ -349,12 +386,18 @@ def costs_from_traces(traces: Sequence[Trace], calibrated_verify: Sequence[float
     draft = _mean([ms for t in traces for it in t.iterations for ms in it.draft_ms])
     if draft is None:
         draft = calibrated_draft_ms or 0.0
-    overhead = _mean([max(0.0, t.stats.wall_ms - t.stats.prefill_ms
+    overhead = _mean([max(0.0, t.stats.wall_ms - _fill_ms(t)
                           - sum(sum(it.draft_ms) + it.verify_ms for it in t.iterations)) / len(t.iterations)
                       for t in traces]) or 0.0
-    prefill = _mean([t.stats.prefill_ms for t in traces]) or 0.0
+    prefill = _mean([_fill_ms(t) for t in traces]) or 0.0
     b_prefill, b_over, b_token = _baseline_parts([t for t in traces if t.baseline and t.baseline.token_ms], verify[0])
     return Costs(verify, draft, not ngram, overhead, prefill, b_prefill, b_over, b_token)
+
+
+def _fill_ms(trace: Trace) -> float:
+    """Filling caches: the prefill, and a draft model's catch-ups over tokens it had not seen (its own prompt
+    prefill, deferred to its first draft, and what was emitted while it sat out K = 0 iterations)."""
+    return trace.stats.prefill_ms + sum(it.catchup_ms for it in trace.iterations)
 
 
 def _baseline_parts(traces: Sequence[Trace], t1: float) -> tuple[float, float, float | None]:
@@ -375,12 +418,13 @@ def _baseline_parts(traces: Sequence[Trace], t1: float) -> tuple[float, float, f
 
 
 def time_split(trace: Trace) -> TimeSplit:
-    """The measured split of a speculative run: prefill, draft forwards, verify forwards, the rest."""
+    """The measured split of a speculative run: prefill (with the draft's catch-ups), draft forwards, verify
+    forwards, the rest."""
     st = trace.stats
     draft = sum(sum(it.draft_ms) for it in trace.iterations)
     verify = sum(it.verify_ms for it in trace.iterations)
-    return TimeSplit(st.prefill_ms, draft, verify, max(0.0, st.wall_ms - st.prefill_ms - draft - verify),
-                     st.new_tokens)
+    fill = _fill_ms(trace)
+    return TimeSplit(fill, draft, verify, max(0.0, st.wall_ms - fill - draft - verify), st.new_tokens)
 
 
 def baseline_split(trace: Trace, t1: float | None = None) -> TimeSplit | None:

@@ -68,6 +68,8 @@ class IterationRecord:
     other_ms: float              # sampling math, bookkeeping, cache rollback, trace building
     t_start_ms: float = 0.0      # since the run started (prefill included), for a real time axis
     k_reason: str = ""           # why this K (the K policy's one-line reason); "" in older traces
+    catchup_ms: float = 0.0      # a draft model's forward over > 2 tokens it had not seen (its prompt, or what
+                                 # was emitted while it sat out), before its first draft step; 0 in older traces
 
 
 @dataclass
@@ -238,7 +240,7 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         emitted=_token_list(_get(d, "emitted", where, list), f"{where}.emitted", 65),
         draft_ms=[float(x) for x in draft_ms], verify_ms=_nonneg(d, "verify_ms", where),
         other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True),
-        k_reason=_get(d, "k_reason", where, str, True, ""))
+        k_reason=_get(d, "k_reason", where, str, True, ""), catchup_ms=_nonneg(d, "catchup_ms", where, True))
     if len(it.k_reason) > 500:
         _fail(f"{where}.k_reason", "text too long")
     if not 0 <= it.k <= MAX_K:

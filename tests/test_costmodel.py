@@ -8,12 +8,13 @@ import torch
 from conftest import make_tiny_lm
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
 from specdec_core.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
+from specdec_core.drafters import DraftOutlook, lookup_ngram
 from specdec_core.kpolicy import (EXPLORE_BUDGET, PRIOR_ALPHA, PROBE_MAX, CostAwareK, FixedK, HeuristicK,
-                                  make_k_policy, probe_wait)
+                                  make_k_policy, match_prior, probe_wait)
 from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
                                  costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
                                  merge_verify_curve, predict_speedup, predicted_speedup, predicted_tokens_per_s,
-                                 proposal_lengths, speedup, time_split)
+                                 finish_plan, proposal_lengths, speedup, time_split, tokens_distribution)
 from specdec_core.trace import (BaselineResult, DraftRecord, IterationRecord, Stats, Trace)
 
 CPU_CURVE = (39.7, 61.4, 76.4, 58.8, 53.5, 53.6, 53.7, 53.8, 55.0)   # this CPU: 2-3 tokens are slow
@@ -187,9 +188,11 @@ def test_cost_policy_picks_the_obviously_right_k():
     pol.acc.num, pol.acc.den = {j: 6.0 for j in range(1, 9)}, {j: 10.0 for j in range(1, 9)}
     k, why = pol.choose(100)
     assert k >= 3 and f"K = {k} predicts" in why
-    # an expensive model draft (c = 1) on a flat GPU-like curve: drafting never pays, K = 0
+    # an expensive model draft (c = 1) on a flat GPU-like curve: drafting never pays, K = 0, and since not
+    # even perfect acceptance could pay, it never explores either
     pol = CostAwareK(8, [10.0] * 9, 10.0, draft_per_token=True)
-    assert pol.choose(100)[0] == 0
+    choices = [pol.choose(100) for _ in range(100)]
+    assert all(k == 0 for k, _ in choices) and "cannot pay even if every draft were accepted" in choices[-1][1]
     assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
 
 
@@ -215,36 +218,93 @@ def test_exploration_costs_at_most_its_budget():
 
 
 def test_a_model_draft_that_sat_out_pays_its_catch_up():
-    """After K = 0 iterations a model draft's first step also runs over the tokens it has not seen: the
-    policy learns that cost per token, prices it into drafting now, and keeps it out of the draft cost."""
+    """A model draft with more than two tokens unseen (its prompt, or after K = 0 iterations) first runs a
+    catch-up forward, timed apart: the policy learns its cost per token from it, prices it into drafting
+    now, and keeps it out of the per-step draft cost."""
     pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)
     pol.acc.num, pol.acc.den = {1: 0.3 * 101 - PRIOR_ALPHA}, {1: 100.0}        # a1 = 0.3: K = 1 wins
     one = [_d(1.0, True)]
-    pol.observe(IterationRecord(0, 1, 1, one, None, None, [0, 1], [30.0], 10.0, 0.0))   # the prompt's catch-up
-    for i in range(5):                                                                # five K = 0 iterations
-        pol.observe(IterationRecord(i + 1, 1, 0, [], None, None, [0], [], 10.0, 0.0))
-    assert pol.behind == 6
-    pol.observe(IterationRecord(6, 1, 1, one, None, None, [0, 1], [11.0], 10.0, 0.0))   # 1 ms + 5 x 2 ms
-    assert pol.catchup_ms == pytest.approx(2.0) and pol.draft_ms == pytest.approx(1.0) and pol.behind == 1
-    assert pol.iteration_ms(pol.costs(), pol.profile(), 1) == pytest.approx(11.0)
-    pol.behind = 6
-    assert pol.iteration_ms(pol.costs(), pol.profile(), 1) == pytest.approx(21.0)
-    assert pol.iteration_ms(pol.costs(), pol.profile(), 0) == pytest.approx(10.0)
+    assert pol.choose(100, DraftOutlook(unseen=41))[0] >= 1                  # the prompt: 40 tokens caught up
+    pol.observe(IterationRecord(0, 1, 1, one, None, None, [0, 1], [1.0], 10.0, 0.0, catchup_ms=80.0))
+    assert pol.catchup_ms == pytest.approx(2.0) and pol.draft_ms == pytest.approx(1.0)
+    costs, prof = pol.costs(), pol.profile()
+    pol.unseen = 2                                                           # bonus + last draft: the step's own
+    assert pol.iteration_ms(costs, prof, 1) == pytest.approx(11.0)
+    pol.unseen = 6                                                           # after K = 0 iterations: 5 tokens fed
+    assert pol.iteration_ms(costs, prof, 1) == pytest.approx(21.0)
+    assert pol.iteration_ms(costs, prof, 0) == pytest.approx(10.0)
+    pol.unseen = 4                                                           # 3 tokens: never below one step
+    pol.catchup_ms = 0.1
+    assert pol.iteration_ms(costs, prof, 1) == pytest.approx(12.0)
 
 
-def test_a_model_drafts_first_step_does_not_price_later_drafts():
-    """The first draft step of a run also catches up on the whole prompt (a prefill of the draft): it must
-    not be taken for the per-token draft cost, or the policy stops drafting for good (seen with the
-    feature draft: 80 ms for the first of three steps, 2.5 ms for each later one)."""
-    pol = CostAwareK(4, [25.0] * 5, None, draft_per_token=True)
-    drafts = [_d(1.0, True), _d(0.0, False, tested=True), _d(0.0, False, tested=False)]
-    pol.observe(IterationRecord(0, 1, 3, drafts, None, None, [0, 1], [80.0, 2.5, 2.5], 26.0, 1.0))
-    assert pol.draft_ms == pytest.approx(2.5)
-    pol.observe(IterationRecord(1, 3, 1, drafts[:1], None, None, [0, 1], [3.5], 26.0, 1.0))
-    assert pol.draft_ms == pytest.approx(0.9 * 2.5 + 0.1 * 3.5)     # later first steps count (small catch-ups)
-    first_k1 = CostAwareK(4, [25.0] * 5, None, draft_per_token=True)
-    first_k1.observe(IterationRecord(0, 1, 1, drafts[:1], None, None, [0, 1], [80.0], 26.0, 1.0))
-    assert first_k1.draft_ms == 0.0 and not first_k1.draft_seen   # nothing learnt yet from a lone first step
+def test_catch_up_forward_is_timed_apart(tiny_pair):
+    """A model draft fills its cache on its first draft, not at start (a run that never drafts never pays
+    for it), in a forward of its own that the trace records as catchup_ms and the cost model counts with
+    the prefill."""
+    target, draft = tiny_pair
+    prompt = [1, 2, 3, 4, 5, 6, 7] * 3
+    tr = speculative_generate(target, draft, prompt, SpecConfig(k=3, max_new_tokens=12))
+    first, rest = tr.iterations[0], tr.iterations[1:]
+    assert first.catchup_ms > 0 and all(it.catchup_ms == 0 for it in rest)
+    assert tr.stats.draft_forwards == 1 + sum(len(it.draft_ms) for it in tr.iterations)
+    assert time_split(tr).prefill == pytest.approx(tr.stats.prefill_ms + first.catchup_ms)
+    assert Trace.from_dict(json.loads(json.dumps(tr.to_dict()))).iterations[0].catchup_ms == first.catchup_ms
+    from specdec_core import ModelDrafter
+    lazy = ModelDrafter(draft)
+    assert lazy.start(prompt) == 0 and lazy.cache_len == 0 and lazy.outlook(prompt).unseen == len(prompt)
+
+
+def test_tokens_distribution_and_the_finish_plan():
+    prof = AcceptanceProfile((0.9, 0.6, 0.5), (1.0, 1.0, 0.5))
+    for k in range(5):
+        dist = tokens_distribution(prof, k)
+        assert sum(dist) == pytest.approx(1.0) and len(dist) == k + 1
+        assert sum(m * p for m, p in enumerate(dist, 1)) == pytest.approx(expected_tokens_profile(prof, k))
+    # perfect acceptance, every verify 10 ms: 18 tokens are two iterations at K = 8, not K = 7's three
+    sure = AcceptanceProfile((1.0,))
+    ms = [10.0] * 9
+    dists = [tokens_distribution(sure, k) for k in range(9)]
+    assert finish_plan(ms, ms, dists, 18) == (8, pytest.approx(20.0))
+    assert finish_plan(ms, ms, dists, 4) == (3, pytest.approx(10.0))      # never more drafts than tokens left - 1
+    # a 9-token verify dearer than an 8-token one, as on this CPU: K = 7 has the better rate, yet 58 tokens
+    # go fastest as 2 x 9 + 5 x 8 (74 ms), not 7 x 8 + 2 (80 ms)
+    cpu = [10.0] * 8 + [12.0]
+    k, t = finish_plan(cpu, cpu, dists, 58)
+    assert k in (7, 8) and t == pytest.approx(2 * 12.0 + 5 * 10.0)
+    assert 9 / 12.0 < 8 / 10.0
+    # the next iteration's own price (a catch-up, say) counts once
+    first = [10.0] * 8 + [30.0]
+    k, t = finish_plan(first, ms, dists, 18)
+    assert k != 8 and t == pytest.approx(30.0)            # three 10 ms iterations (e.g. 8 + 9 + 1), not 30 + 10
+
+
+def test_prompt_lookup_is_priced_by_its_match_length():
+    """Told the match length, the policy drafts a long-held copy at the cap at once, and learns that
+    one-token matches in free text fail."""
+    assert match_prior(1) == pytest.approx(2 / 3) and match_prior(20) == pytest.approx(17 / 18)
+    pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
+    k, why = pol.choose(100, DraftOutlook(match_len=20, available=200))
+    assert k == 8 and "match of 20 tokens" in why
+    assert pol.choose(100, DraftOutlook(match_len=0, available=0)) == (0, "cost: no drafts (prompt lookup finds no match)")
+    ks = []
+    for _ in range(30):
+        k, _ = pol.choose(100, DraftOutlook(match_len=1, available=50))
+        ks.append(k)
+        _observe(pol, k, 0, CPU_CURVE[k])
+    assert ks[0] >= 1 and ks[-10:].count(0) >= 7                          # mostly K = 0 once it has learnt
+    assert pol.choose(100, DraftOutlook(match_len=20, available=200))[0] == 8   # long matches keep their own record
+    assert pol.choose(100, DraftOutlook(match_len=20, available=3))[0] <= 3      # nothing asked beyond the source
+
+
+def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
+    import numpy as np
+    from specdec_core.drafters import find_match
+    ids = np.array([1, 2, 3, 4, 5, 9, 9, 3, 4, 5, 7, 7, 1, 2, 3, 4, 5])
+    assert find_match(ids, 3) == (5, 5)              # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
+    assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
+    d = NGramDrafter()
+    assert d.outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12)
 
 
 def test_calibration_times_each_size_and_is_cached(one_thread):
