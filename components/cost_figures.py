@@ -1,4 +1,5 @@
-"""“Where the time went”: a run's wall time split into prefill, draft, verify and overhead, for the
+"""“Where the time went”: a run's wall time split into prefill (with the draft model's catch-up forwards:
+its deferred prompt prefill and what it ran over after K = 0 iterations), draft, verify and overhead, for the
 speculative run and its same-run baseline, next to what the calibrated cost model predicts (and what a
 flat, GPU-like verify would give). A pure builder Trace -> go.Figure; the arithmetic is
 ``specdec_core.theory`` (``time_split``, ``baseline_split``, ``predicted_split``, ``costs_from_traces``).
@@ -59,7 +60,8 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
         if flat:
             note += f" · flat verify ×{rows[ROW_FLAT].tokens_per_s / b.tokens_per_s:.2f}"
     _layout(fig, title, height=330 if not flat else 370,
-            subtitle=(note + " · verify = target forwards after the prefill (baseline: one per token)").lstrip(" ·"),
+            subtitle=(note + " · prefill = filling the caches (the draft's catch-ups included) · verify = target "
+                      "forwards after the prefill (baseline: one per token)").lstrip(" ·"),
             barmode="stack")
     fig.update_layout(margin={"l": 260, "r": 40, "t": 70, "b": 90})
     longest = max(sp.total for sp in rows.values())

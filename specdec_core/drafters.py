@@ -62,6 +62,7 @@ class DraftOutlook:
     """What a drafter can tell, for free, before it drafts (``outlook(ids)``, optional): the K policy
     prices the next iteration with it."""
     match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
+    ties: int | None = None        # prompt lookup: earlier occurrences that match as far back (1: unique)
     available: int | None = None   # prompt lookup: tokens its source offers after the match
     unseen: int | None = None      # a draft model: tokens it must run over before it can draft
 
@@ -193,25 +194,25 @@ class NGramDrafter:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.name = "ngram"
-        self._match: tuple[tuple, int, int] | None = None   # (key of ids, continuation start, match length)
+        self._match: tuple[tuple, int, int, int] | None = None   # (key of ids, start, match length, ties)
 
     def start(self, prompt_ids: list[int]) -> int:
         self._match = None
         return 0
 
-    def _find(self, ids: list[int]) -> tuple[int, int]:
+    def _find(self, ids: list[int]) -> tuple[int, int, int]:
         key = (len(ids), tuple(ids[-8:]))        # outlook and propose of one iteration share the lookup
         if self._match is None or self._match[0] != key:
             self._match = (key, *find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
-        return self._match[1], self._match[2]
+        return self._match[1:]
 
     def outlook(self, ids: list[int]) -> DraftOutlook:
-        start, length = self._find(ids)
-        return DraftOutlook(match_len=length, available=len(ids) - start if length else 0)
+        start, length, ties = self._find(ids)
+        return DraftOutlook(match_len=length, available=len(ids) - start if length else 0, ties=ties)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))
-        start, length = self._find(ids)
+        start, length, _ = self._find(ids)
         tokens = ids[start:start + k] if length and k > 0 else []
         if policy.eos_token_id is not None and policy.eos_token_id in tokens:
             tokens = tokens[: tokens.index(policy.eos_token_id) + 1]
@@ -224,10 +225,11 @@ class NGramDrafter:
 MAX_MATCH = 64   # how far back a prompt-lookup match is followed (and the longest match length reported)
 
 
-def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int, int]:
-    """Where prompt lookup's continuation starts, and the length of its match: the earlier occurrence of
-    the last n tokens (longest n first) whose agreement with the sequence's end reaches furthest back
-    (counted up to ``MAX_MATCH`` tokens), the most recent among equals. (-1, 0) when nothing matches."""
+def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int, int, int]:
+    """Where prompt lookup's continuation starts, the length of its match and how many occurrences tie
+    with it: the earlier occurrence of the last n tokens (longest n first) whose agreement with the
+    sequence's end reaches furthest back (counted up to ``MAX_MATCH`` tokens), the most recent among
+    equals. (-1, 0, 0) when nothing matches."""
     n_ids = len(ids)
     for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
         pattern = ids[n_ids - n:]
@@ -243,15 +245,15 @@ def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int
         same = ok & (ids[np.clip(before, 0, None)] == ids[np.clip(ref_at, 0, None)][None, :])
         extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
         best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
-        return int(hits[best]) + n, n + int(extra[best])
-    return -1, 0
+        return int(hits[best]) + n, n + int(extra[best]), int((extra == extra[best]).sum())
+    return -1, 0, 0
 
 
 def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
     """Up to k tokens of prompt lookup's continuation (``find_match``)."""
     if k <= 0:
         return []
-    start, length = find_match(ids, max_ngram, min_ngram)
+    start, length, _ = find_match(ids, max_ngram, min_ngram)
     return ids[start:start + k].tolist() if length else []
 
 

@@ -11,12 +11,13 @@
   time (``theory.finish_plan``: with every draft accepted, 18 tokens are two iterations at K = 8 but three
   at K = 7, whatever the steady-state rates).
   - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
-    lookup tells how long its match is: a draft continuing a match of m tokens is priced by what matches
-    of that length gave so far (``match_bucket``), starting from Laplace's rule of succession, (m + 1) /
-    (m + 2) (``match_prior``); so a copy that has held for 20 tokens is drafted at the cap at once, and a
-    one-token match in free text soon is not. A draft model tells how many tokens it has not seen: more
-    than two (its prompt, or what was emitted while it sat out) cost a catch-up forward, learnt per token
-    and added to the price of drafting now.
+    lookup tells how long its match is and how many earlier occurrences match as far back: a draft
+    continuing a match of m tokens is priced by what such matches gave so far (``match_key``), starting
+    from Laplace's rule of succession, (m + 1) / (m + 2), shared among the tied occurrences
+    (``match_prior``); so a copy that has held for 20 tokens is drafted at the cap at once, a unique rare
+    word is trusted, and a match on "\n" or "the" with a dozen earlier occurrences is not. A draft model
+    tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat
+    out) cost a catch-up forward, learnt per token and added to the price of drafting now.
   - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps
     the acceptance estimate current, so the policy then drafts at its best K >= 1 one iteration in w + 1,
     with w the smallest wait for which the extra time of that iteration (over what K = 0 would take for
@@ -150,8 +151,8 @@ class CostAwareK:
         self.seen: dict[int, float] = {}          # verify ms by tokens fed, when no calibration
         self.acc = _Decayed()
         self.prop = _Decayed()
-        self.by_match = _Decayed()                # prompt lookup: acceptance by match length (match_bucket)
-        self.match_len: int | None = None         # the match the pending iteration drafts from, if told
+        self.by_match = _Decayed()                # prompt lookup: acceptance by match (match_key)
+        self.match: tuple[int, int] | None = None  # (length, ties) of the match the pending iteration drafts from
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
         self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
@@ -172,11 +173,13 @@ class CostAwareK:
 
     def profile(self, outlook: DraftOutlook | None = None) -> AcceptanceProfile:
         """Per-position acceptance for the next iteration. Told prompt lookup's match (``outlook``): draft j
-        continues a match of m + j - 1 tokens, priced by what matches of that length gave so far, and the
-        drafter offers exactly the tokens its source has."""
+        continues a match of m + j - 1 tokens (the first with the match's ties, later ones from the source
+        that proved right), priced by what such matches gave so far, and the drafter offers exactly the
+        tokens its source has."""
         if outlook is not None and outlook.match_len:
-            m = outlook.match_len
-            accept = tuple(self.by_match.mean(match_bucket(m + j), match_prior(m + j)) for j in range(self.k_max))
+            m, ties = outlook.match_len, outlook.ties or 1
+            accept = tuple(self.by_match.mean(match_key(m + j, ties if j == 0 else 1),
+                                              match_prior(m + j, ties if j == 0 else 1)) for j in range(self.k_max))
             avail = outlook.available if outlook.available is not None else self.k_max
             return AcceptanceProfile(accept, tuple(float(j <= avail) for j in range(1, self.k_max + 1)))
         accept = self.acc.means(self.k_max, PRIOR_ALPHA, DEEP_PRIOR)
@@ -192,11 +195,12 @@ class CostAwareK:
 
     def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
         cap = min(self.k_max, max(0, max_k))
-        self.match_len = outlook.match_len if outlook is not None else None
+        told = outlook is not None and outlook.match_len is not None
+        self.match = (outlook.match_len, outlook.ties or 1) if told else None
         self.unseen = outlook.unseen if outlook is not None else None
         if cap == 0:
             return 0, "cost: no drafts (the last token is the target's own)"
-        if self.match_len == 0:
+        if self.match is not None and self.match[0] == 0:
             return 0, "cost: no drafts (prompt lookup finds no match)"
         costs, prof = self.costs(), self.profile(outlook)
         lo = 0 if self.allow_zero else 1
@@ -227,7 +231,8 @@ class CostAwareK:
             probe = "drafting cannot pay even if every draft were accepted: "
         else:
             self.zeros = 0
-        match = f"match of {self.match_len} tokens, " if self.match_len else ""
+        match = (f"match of {self.match[0]} tokens ({'unique' if self.match[1] == 1 else f'{self.match[1]} ties'}), "
+                 if self.match else "")
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"{match}a1 = {prof.a(1):.2f}")
@@ -247,8 +252,8 @@ class CostAwareK:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
-                if self.match_len:
-                    self.by_match.add(match_bucket(self.match_len + j - 1), d.alpha)
+                if self.match:
+                    self.by_match.add(match_key(self.match[0] + j - 1, self.match[1] if j == 1 else 1), d.alpha)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:
@@ -274,16 +279,20 @@ class CostAwareK:
         self.overhead_seen = True
 
 
-def match_bucket(m: int) -> int:
-    """Prompt-lookup match lengths pooled by doubling: 1 | 2-3 | 4-7 | 8-15 | 16-31 | 32-63 | 64 (MAX_MATCH)."""
-    return min(m, MAX_MATCH).bit_length()
+def match_key(m: int, ties: int) -> tuple[int, int]:
+    """Prompt-lookup matches pooled by doubling of their length (1 | 2-3 | 4-7 | … | 64, ``MAX_MATCH``) and of
+    the earlier occurrences that match as far back (1 | 2-3 | 4-7 | 8 and more)."""
+    return min(m, MAX_MATCH).bit_length(), min(ties, 8).bit_length()
 
 
-def match_prior(m: int) -> float:
-    """Acceptance assumed for a draft continuing a match of m tokens (its bucket's shortest) before any was
-    tested: Laplace's rule of succession, (m + 1) / (m + 2): a source that agreed m times agrees once more."""
-    low = 1 << (match_bucket(m) - 1)
-    return (low + 1) / (low + 2)
+def match_prior(m: int, ties: int = 1) -> float:
+    """Acceptance assumed for a draft continuing a match of m tokens before any such was tested: Laplace's
+    rule of succession, (m + 1) / (m + 2) (a source that agreed m times agrees once more), shared among the
+    occurrences that match as far back (one in ``ties`` is the right one), for the shortest m and fewest
+    ties of its ``match_key``."""
+    length, tie = match_key(m, ties)
+    low = 1 << (length - 1)
+    return (low + 1) / (low + 2) / (1 << (tie - 1))
 
 
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:

@@ -283,13 +283,15 @@ def test_prompt_lookup_is_priced_by_its_match_length():
     """Told the match length, the policy drafts a long-held copy at the cap at once, and learns that
     one-token matches in free text fail."""
     assert match_prior(1) == pytest.approx(2 / 3) and match_prior(20) == pytest.approx(17 / 18)
+    assert match_prior(1, 12) == pytest.approx(2 / 3 / 8)                   # "\n" with a dozen earlier occurrences
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
-    k, why = pol.choose(100, DraftOutlook(match_len=20, available=200))
-    assert k == 8 and "match of 20 tokens" in why
+    k, why = pol.choose(100, DraftOutlook(match_len=20, available=200, ties=1))
+    assert k == 8 and "match of 20 tokens (unique)" in why
+    assert pol.choose(100, DraftOutlook(match_len=1, available=200, ties=12))[0] == 0
     assert pol.choose(100, DraftOutlook(match_len=0, available=0)) == (0, "cost: no drafts (prompt lookup finds no match)")
     ks = []
     for _ in range(30):
-        k, _ = pol.choose(100, DraftOutlook(match_len=1, available=50))
+        k, _ = pol.choose(100, DraftOutlook(match_len=1, available=50, ties=1))
         ks.append(k)
         _observe(pol, k, 0, CPU_CURVE[k])
     assert ks[0] >= 1 and ks[-10:].count(0) >= 7                          # mostly K = 0 once it has learnt
@@ -301,10 +303,10 @@ def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     import numpy as np
     from specdec_core.drafters import find_match
     ids = np.array([1, 2, 3, 4, 5, 9, 9, 3, 4, 5, 7, 7, 1, 2, 3, 4, 5])
-    assert find_match(ids, 3) == (5, 5)              # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
+    assert find_match(ids, 3) == (5, 5, 1)           # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
     assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
-    d = NGramDrafter()
-    assert d.outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12)
+    assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12, ties=1)
+    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2)   # "1" twice before, neither reaching further
 
 
 def test_calibration_times_each_size_and_is_cached(one_thread):
