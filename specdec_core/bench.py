@@ -111,6 +111,7 @@ class BenchSettings:
     theory_ks: tuple[int, ...] = tuple(range(1, 9))
     theory_max_new_tokens: int = 64
     theory_repeats: int = 2
+    theory_h2h_repeats: int = 5
     theory_drafters: tuple[str, ...] = ("ngram", "self", "trained", "feature")
 
 
@@ -304,7 +305,7 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
         from .bench_theory import TheorySettings, run_theory
         log("cost model and K policies ...")
         ts = TheorySettings(ks=s.theory_ks, max_new_tokens=s.theory_max_new_tokens, repeats=s.theory_repeats,
-                            drafters=s.theory_drafters)
+                            drafters=s.theory_drafters, h2h_repeats=s.theory_h2h_repeats)
         report["theory"] = run_theory(target, tok, [by_name[n] for n in s.prompts], ts, log)
         report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if profile:
@@ -346,6 +347,8 @@ def validate_settings(s: BenchSettings) -> None:
             raise ValueError("theory K values must be between 1 and 32")
         if s.theory_repeats < 1:
             raise ValueError(f"theory repeats must be >= 1, got {s.theory_repeats}")
+        if s.theory_h2h_repeats < 0:
+            raise ValueError(f"head-to-head repeats must be >= 0, got {s.theory_h2h_repeats}")
         SpecConfig(max_new_tokens=s.theory_max_new_tokens)
 
 
@@ -395,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
     ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (the Live tab's); quick 24")
     ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
+    ap.add_argument("--theory-h2h-repeats", type=int, default=None,
+                    help="paired head-to-head rounds of the best fixed K, cost-aware K and the heuristic after the "
+                         "sweep (default 5; quick 1; 0: ratios from the sweep)")
     ap.add_argument("--theory-drafters", default=None,
                     help="comma-separated drafters of the theory sections (default: all in bench_theory.DRAFTERS)")
     ap.add_argument("--profile", action="store_true",
@@ -414,6 +420,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
         theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
         theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
+        theory_h2h_repeats=args.theory_h2h_repeats if args.theory_h2h_repeats is not None else (1 if args.quick else 5),
         theory_drafters=tuple(d.strip() for d in args.theory_drafters.split(",") if d.strip())
         if args.theory_drafters else _all_drafters())
     validate_settings(s)

@@ -181,7 +181,8 @@ def _settings_line(s: dict) -> str:
     if not s.get("compare", True):   # the theory part only: its own settings
         ks = s.get("theory_ks") or [0]
         return (head + f"theory part only: K = {min(ks)}…{max(ks)}, max_new_tokens={s.get('theory_max_new_tokens')}, "
-                f"{s.get('theory_repeats')} measured rounds, drafters: {', '.join(s.get('theory_drafters') or [])}.")
+                f"{s.get('theory_repeats')} measured rounds, {s.get('theory_h2h_repeats', 0)} head-to-head rounds, "
+                f"drafters: {', '.join(s.get('theory_drafters') or [])}.")
     return (head + f"max_new_tokens={s['max_new_tokens']}, n-gram K={s['ngram_k']}, "
             f"draft K={s['draft_k']} (pairs: {', '.join(s['pairs']) or 'none'}), {s['repeats']} measured rounds "
             f"per prompt after one warm-up round"

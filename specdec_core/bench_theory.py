@@ -10,7 +10,11 @@ per prompt and drafter:
   only) and the naive closed form, for comparison;
 - a Live-like run (fixed K = ``live_k``, and the cost policy): ``theory.predict_speedup`` of each run
   against its measured speedup over the same round's baseline;
-- policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means.
+- policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means. The best
+  fixed K is picked from the sweep, then it, the cost-aware policy and the heuristic run ``h2h_repeats``
+  more rounds head to head, back to back in a rotating order: the ratios are medians of those paired
+  rounds (the sweep's own ratio, the best of eight noisy medians against one, is biased against any
+  policy and is printed beside them).
 
 Add a drafter to ``DRAFTERS`` (one line) and every section covers it.
 """
@@ -64,6 +68,7 @@ class TheorySettings:
     max_new_tokens: int = 64      # the Live tab's default
     repeats: int = 2
     live_k: int = 4               # the Live tab's default K
+    h2h_repeats: int = 5          # paired head-to-head rounds of best fixed K / cost / heuristic (0: off)
     drafters: tuple[str, ...] = ("ngram", "self")   # the bench command adds "trained" (bundled target only)
 
 
@@ -101,6 +106,20 @@ def measure_drafter(target: torch.nn.Module, tok: Any, ids: list[int], factory: 
             tr.baseline = base
             traces[name].append(tr)
     return bases, traces
+
+
+def head_to_head(target: torch.nn.Module, tok: Any, ids: list[int], factory: DrafterFactory, ts: TheorySettings,
+                 best_k: int) -> dict[str, list[Trace]]:
+    """The sweep's best fixed K, the cost-aware policy and the heuristic in ``ts.h2h_repeats`` more rounds,
+    back to back, the order rotating each round (ABC, BCA, CAB, …): paired runs for the policy ratios."""
+    from .engine import speculative_generate
+    sides = side_configs(ts)
+    names = [f"K={best_k}", "cost", "heuristic"]
+    runs: dict[str, list[Trace]] = {n: [] for n in names}
+    for r in range(ts.h2h_repeats):
+        for n in names[r % 3:] + names[:r % 3]:
+            runs[n].append(speculative_generate(target, factory(target), ids, sides[n], tok))
+    return runs
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -164,20 +183,38 @@ def live_rows(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]],
     return rows
 
 
-def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], ts: TheorySettings) -> dict:
-    tps = {name: _median([t.stats.tokens_per_s for t in ts_]) for name, ts_ in traces.items()}
-    best_k = max(ts.ks, key=lambda k: (tps[f"K={k}"], -k))
-    best = tps[f"K={best_k}"]
-    ks_used = [it.k for t in traces["cost"] for it in t.iterations]
-    iters = {name: _median([len(t.iterations) for t in traces[name]]) for name in (f"K={best_k}", "cost", "heuristic")}
+def best_fixed_k(traces: dict[str, list[Trace]], ts: TheorySettings) -> int:
+    """The fixed K with the highest median tokens/s in the sweep (the smallest among equals)."""
+    return max(ts.ks, key=lambda k: (_median([t.stats.tokens_per_s for t in traces[f"K={k}"]]), -k))
+
+
+def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], ts: TheorySettings,
+               h2h: dict[str, list[Trace]] | None = None) -> dict:
+    """Cost-aware vs the best fixed K and vs the heuristic: from the paired head-to-head rounds ``h2h`` when
+    given (medians of the per-round ratios), else from the sweep's medians; the sweep's ratio always."""
+    best_k = best_fixed_k(traces, ts)
+    names = (f"K={best_k}", "cost", "heuristic")
+    sweep = {n: _median([t.stats.tokens_per_s for t in traces[n]]) for n in names}
+    runs = h2h or {n: traces[n] for n in names}
+    tps = {n: _median([t.stats.tokens_per_s for t in runs[n]]) for n in names}
+
+    def ratio(a: str, b: str) -> float | None:
+        if h2h:
+            return _median([x.stats.tokens_per_s / y.stats.tokens_per_s for x, y in zip(h2h[a], h2h[b])
+                            if y.stats.tokens_per_s > 0])
+        return tps[a] / tps[b] if tps[b] > 0 else None
+
+    ks_used = [it.k for t in runs["cost"] for it in t.iterations]
+    expected = traces["cost"][0].baseline.new_token_ids
     return {"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "best_fixed_k": best_k,
-            "best_fixed": best, "cost": tps["cost"], "heuristic": tps["heuristic"],
-            "cost_vs_best": tps["cost"] / best if best > 0 else None,
-            "cost_vs_heuristic": tps["cost"] / tps["heuristic"] if tps["heuristic"] > 0 else None,
+            "best_fixed": tps[names[0]], "cost": tps["cost"], "heuristic": tps["heuristic"],
+            "cost_vs_best": ratio("cost", names[0]), "cost_vs_heuristic": ratio("cost", "heuristic"),
+            "cost_vs_best_sweep": sweep["cost"] / sweep[names[0]] if sweep[names[0]] > 0 else None,
+            "head_to_head_rounds": len(h2h[names[0]]) if h2h else 0,
             "cost_mean_k": sum(ks_used) / len(ks_used) if ks_used else None,
-            "iterations": [iters[f"K={best_k}"], iters["cost"], iters["heuristic"]],
-            "same_as_baseline": all(t.new_token_ids == t.baseline.new_token_ids
-                                    for name in ("cost", "heuristic") for t in traces[name])}
+            "iterations": [_median([len(t.iterations) for t in runs[n]]) for n in names],
+            "same_as_baseline": all(t.new_token_ids == expected for n in ("cost", "heuristic")
+                                    for t in [*traces[n], *(h2h or {}).get(n, [])])}
 
 
 def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt], ts: TheorySettings,
@@ -194,7 +231,7 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
     log(f"  calibration: t_verify(1..{max(ts.ks) + 1}) = {', '.join(f'{v:.1f}' for v in curve.verify_ms)} ms "
         f"({time.perf_counter() - t0:.0f} s)")
     out: dict = {"settings": {"ks": list(ts.ks), "max_new_tokens": ts.max_new_tokens, "repeats": ts.repeats,
-                              "live_k": ts.live_k, "drafters": list(ts.drafters)},
+                              "live_k": ts.live_k, "drafters": list(ts.drafters), "h2h_repeats": ts.h2h_repeats},
                  "calibration": curve.to_dict(), "sweep": [], "live": [], "policies": []}
     for prompt in prompts:
         ids = encode_prompt(tok, prompt.text, chat=True)
@@ -207,10 +244,13 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
             out.setdefault("others_cores", []).append({"prompt": prompt.name, "drafter": name, "cores": others})
             out["sweep"] += sweep_rows(prompt, name, traces, bases, ts, curve.verify_ms)
             out["live"] += live_rows(prompt, name, traces, ts, curve.verify_ms)
-            out["policies"].append(policy_row(prompt, name, traces, ts))
+            h2h = (head_to_head(target, tok, ids, factories[name], ts, best_fixed_k(traces, ts))
+                   if ts.h2h_repeats > 0 else None)
+            out["policies"].append(policy_row(prompt, name, traces, ts, h2h))
             p = out["policies"][-1]
             log(f"  theory / {prompt.name} / {name}: {time.perf_counter() - t1:.0f} s; best fixed K={p['best_fixed_k']} "
-                f"{p['best_fixed']:.1f} tok/s, cost {p['cost']:.1f}, heuristic {p['heuristic']:.1f}")
+                f"{p['best_fixed']:.1f} tok/s, cost {p['cost']:.1f} (x{p['cost_vs_best']:.2f}), heuristic "
+                f"{p['heuristic']:.1f} (cost x{p['cost_vs_heuristic']:.2f})")
     out["summary"] = summarize_theory(out)
     return out
 
@@ -284,16 +324,24 @@ def render_theory(out: dict) -> str:
     for r in out["live"]:
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['side']} | ×{r['measured_speedup']:.2f} | "
                      f"×{r['predicted_speedup']:.2f} | {_pct(r['error'])} |")
-    lines += ["", "K policies (cap = the largest K of the sweep): tokens/s, median over rounds; iterations per run "
-              "(median) of the best fixed K, the cost-aware policy and the heuristic (target forwards after the "
-              "prefill: what the policies decide, free of the machine's timing noise).", "",
+    h2h = out["settings"].get("h2h_repeats", 0)
+    how = (f"the best fixed K of the sweep, the cost-aware policy and the heuristic then ran {h2h} more rounds head "
+           "to head, back to back in a rotating order: tokens/s are their medians, ratios the medians of the "
+           "per-round ratios; the last ratio column is the sweep's own (the best of its medians against one)"
+           if h2h else "tokens/s, median over the sweep's rounds")
+    lines += ["", f"K policies (cap = the largest K of the sweep): {how}. Iterations per run (median) of the "
+              "best fixed K, the cost-aware policy and the heuristic: what the policies decided, free of the "
+              "machine's timing noise.", "",
               "| prompt | drafter | best fixed K | its tok/s | cost-aware | ÷ best fixed | heuristic | cost ÷ heuristic "
-              "| cost's mean K | iterations | same output |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| ÷ best fixed (sweep) | cost's mean K | iterations | same output |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["policies"]:
         mk = "–" if r["cost_mean_k"] is None else f"{r['cost_mean_k']:.1f}"
         its = " / ".join(f"{x:g}" for x in r.get("iterations", ()))
+        sweep = r.get("cost_vs_best_sweep")
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['best_fixed_k']} | {r['best_fixed']:.1f} | {r['cost']:.1f} "
-                     f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | {mk} | {its} | "
+                     f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | "
+                     f"{'–' if sweep is None else f'{sweep:.2f}'} | {mk} | {its} | "
                      f"{'yes' if r['same_as_baseline'] else 'NO'} |")
     lines += ["", "Summary against the targets:", "",
               "| drafter | error at median K (≤ 10 %) | worst K (≤ 20 %) | worst K, leave-one-out | Live-like (≤ 10 %) "

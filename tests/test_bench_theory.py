@@ -1,5 +1,7 @@
 """The cost-model / K-policy bench sections on tiny in-process models (seconds): the interleaved pass,
 the rows and summary they print, and the command's settings."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -37,7 +39,16 @@ def test_theory_pass_rows_summary_and_markdown(target):
     assert all(r["predicted"] > 0 and r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1) for r in rows)
     assert {r["side"] for r in out["live"]} <= {"K=2", "cost"}
     pol = out["policies"][0]
-    assert pol["cost_vs_best"] == pytest.approx(pol["cost"] / pol["best_fixed"])
+    assert pol["cost_vs_best"] == pytest.approx(pol["cost"] / pol["best_fixed"]) == pytest.approx(pol["cost_vs_best_sweep"])
+    # head to head: the sweep's best fixed K, cost and heuristic in paired rounds; ratios are per-round medians
+    bases, traces = bt.measure_drafter(target, None, PROMPT, dict(bt.DRAFTERS)["ngram"], ts)
+    k = bt.best_fixed_k(traces, ts)
+    h2h = bt.head_to_head(target, None, PROMPT, dict(bt.DRAFTERS)["ngram"], replace(ts, h2h_repeats=3), k)
+    assert set(h2h) == {f"K={k}", "cost", "heuristic"} and all(len(v) == 3 for v in h2h.values())
+    row = bt.policy_row(p, "ngram", traces, ts, h2h)
+    paired = sorted(c.stats.tokens_per_s / b.stats.tokens_per_s for c, b in zip(h2h["cost"], h2h[f"K={k}"]))
+    assert row["cost_vs_best"] == pytest.approx(paired[1]) and row["head_to_head_rounds"] == 3
+    assert row["same_as_baseline"] and len(row["iterations"]) == 3
     out["summary"] = bt.summarize_theory(out)
     assert out["summary"]["ngram"]["median_k"] == 2
     md = bt.render_theory(out)
@@ -58,7 +69,7 @@ def test_summary_applies_the_targets():
 
 def test_cli_theory_settings_and_refusals(capsys):
     s = bench.settings_from_args(bench.build_parser().parse_args(["--quick"]))
-    assert s.theory and s.compare and s.theory_ks == (1, 2, 3, 4) and s.theory_repeats == 1
+    assert s.theory and s.compare and s.theory_ks == (1, 2, 3, 4) and s.theory_repeats == 1 and s.theory_h2h_repeats == 1
     assert s.theory_drafters == tuple(n for n, _ in bt.DRAFTERS)
     s = bench.settings_from_args(bench.build_parser().parse_args(["--only", "theory"]))
     assert s.theory and not s.compare and s.theory_ks == tuple(range(1, 9)) and s.theory_max_new_tokens == 64
