@@ -10,10 +10,13 @@ measures only the sizes it used, so a short calibration pass times the rest:
   forward of n tokens with ``logits_to_keep = n`` (as the engine's verify keeps n logits), cropped
   back after each forward so every size sees the same context;
 - untimed forwards of 1, 2 and n_max tokens first (warm-up: allocations, kernel selection), then
-  ``repeats`` rounds in alternating order, the device synchronized before every clock read; the median
-  per n;
+  ``repeats`` rounds in alternating order, the device synchronized before every clock read;
+- the curve's shape and its level are taken apart: each size's time divided by its round's mean, the
+  median of that per n, times the median round mean. A machine whose speed drifts from one round to
+  the next (measured here: a whole round 1.7 × slower than the one before it) then shifts the level,
+  not the shape, and the shape is what the K policy compares sizes by (it rescales the level online);
 - cached for the process per (model, device, dtype): the first cost-aware run pays ≈ n_max × repeats + 3
-  forwards once (≈ 2 s for n_max = 9 on this CPU when it is quiet), later runs nothing. ``cached`` looks without measuring.
+  forwards once (≈ 1–3 s for n_max = 9 on this CPU), later runs nothing. ``cached`` looks without measuring.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import torch
 from .timing import now_ms
 
 DEFAULT_CONTEXT = 128
-DEFAULT_REPEATS = 3
+DEFAULT_REPEATS = 5
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,6 @@ def measure_verify_curve(model: torch.nn.Module, n_max: int, context: int = DEFA
     ids = torch.randint(0, vocab, (1, context + n_max), generator=gen).to(device)
     cache = new_kv_cache(model.config)
     model(input_ids=ids[:, :context], past_key_values=cache, use_cache=True, logits_to_keep=1)
-    samples: dict[int, list[float]] = {n: [] for n in range(1, n_max + 1)}
 
     def one(n: int) -> float:
         t0 = now_ms(device)
@@ -143,7 +145,15 @@ def measure_verify_curve(model: torch.nn.Module, n_max: int, context: int = DEFA
     sizes = list(range(1, n_max + 1))
     for n in sorted({1, min(2, n_max), n_max}):   # warm-up, not timed (allocations, kernel selection)
         one(n)
+    rounds = []
     for r in range(repeats):
-        for n in (sizes if r % 2 == 0 else sizes[::-1]):
-            samples[n].append(one(n))
-    return VerifyCurve(model_key(model), tuple(statistics.median(samples[n]) for n in sizes), context, repeats)
+        rounds.append({n: one(n) for n in (sizes if r % 2 == 0 else sizes[::-1])})
+    return VerifyCurve(model_key(model), level_and_shape(rounds, sizes), context, repeats)
+
+
+def level_and_shape(rounds: list[dict[int, float]], sizes: list[int]) -> tuple[float, ...]:
+    """The curve from timed rounds (ms by n): per n, the median of its time over its round's mean, times
+    the median round mean (see the module docstring). One round is returned as it is."""
+    means = [statistics.fmean(r[n] for n in sizes) for r in rounds]
+    level = statistics.median(means)
+    return tuple(level * statistics.median(r[n] / m for r, m in zip(rounds, means)) for n in sizes)
