@@ -305,7 +305,7 @@ def render_theory(out: dict) -> str:
              ("Other processes kept " + ", ".join(f"{b:.2f}" for b in busy) + " cores busy during the passes "
               "(one value per prompt and drafter)." if busy else "Other processes' CPU use was not measured."), "",
              "Calibration pass, one target forward over n new tokens after a "
-             f"{cal['context']}-token cache (median of {cal['repeats']}): "
+             f"{cal['context']}-token cache ({cal['repeats']} rounds, the shape and the level each a median): "
              + ", ".join(f"n={n}: {v:.1f}" for n, v in enumerate(cal["verify_ms"], 1)) + " ms.", "",
              "K sweep: tokens/s measured (median [min–max]) vs the calibrated prediction (acceptance and costs "
              "pooled over all K; error), the leave-one-out prediction (priced from the other K's runs only), "
