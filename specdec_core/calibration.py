@@ -13,8 +13,9 @@ measures only the sizes it used, so a short calibration pass times the rest:
   ``repeats`` rounds in alternating order, the device synchronized before every clock read;
 - the curve's shape and its level are taken apart: each size's time divided by its round's mean, the
   median of that per n, times the median round mean. A machine whose speed drifts from one round to
-  the next (measured here: a whole round 1.7 × slower than the one before it) then shifts the level,
-  not the shape, and the shape is what the K policy compares sizes by (it rescales the level online);
+  the next (measured here: one calibration 1.7 × slower than another a few seconds earlier) then
+  shifts the level, not the shape, and the shape is what the K policy compares sizes by (it rescales
+  the level online);
 - cached for the process per (model, device, dtype): the first cost-aware run pays ≈ n_max × repeats + 3
   forwards once (≈ 1–3 s for n_max = 9 on this CPU), later runs nothing. ``cached`` looks without measuring.
 """
