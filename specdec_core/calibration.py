@@ -146,15 +146,15 @@ def measure_verify_curve(model: torch.nn.Module, n_max: int, context: int = DEFA
     sizes = list(range(1, n_max + 1))
     for n in sorted({1, min(2, n_max), n_max}):   # warm-up, not timed (allocations, kernel selection)
         one(n)
-    rounds = []
-    for r in range(repeats):
-        rounds.append({n: one(n) for n in (sizes if r % 2 == 0 else sizes[::-1])})
-    return VerifyCurve(model_key(model), level_and_shape(rounds, sizes), context, repeats)
+    rounds = [{n: one(n) for n in (sizes if r % 2 == 0 else sizes[::-1])} for r in range(repeats)]
+    return VerifyCurve(model_key(model), level_and_shape(rounds), context, repeats)
 
 
-def level_and_shape(rounds: list[dict[int, float]], sizes: list[int]) -> tuple[float, ...]:
-    """The curve from timed rounds (ms by n): per n, the median of its time over its round's mean, times
-    the median round mean (see the module docstring). One round is returned as it is."""
-    means = [statistics.fmean(r[n] for n in sizes) for r in rounds]
+def level_and_shape(rounds: list[dict[int, float]]) -> tuple[float, ...]:
+    """The curve from timed rounds (ms by n, every round the same sizes): per n, the median of its time
+    over its round's mean, times the median round mean (see the module docstring). One round is returned
+    as it is."""
+    sizes = sorted(rounds[0])
+    means = [statistics.fmean(r.values()) for r in rounds]
     level = statistics.median(means)
     return tuple(level * statistics.median(r[n] / m for r, m in zip(rounds, means)) for n in sizes)

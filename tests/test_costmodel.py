@@ -329,13 +329,13 @@ def test_calibration_separates_the_curves_shape_from_a_drifting_level():
     shape = {1: 1.0, 2: 1.0, 3: 1.5, 4: 1.3}
     rounds = [{n: v * level for n, v in shape.items()} for level in (50.0, 85.0, 52.0)]   # a slow middle round
     rounds[2][3] *= 1.4                                                             # one noisy point
-    curve = level_and_shape(rounds, [1, 2, 3, 4])
+    curve = level_and_shape(rounds)
     assert curve[0] == pytest.approx(curve[1])
     assert curve[2] / curve[0] == pytest.approx(1.5) and curve[3] / curve[0] == pytest.approx(1.3)
     # (per-size medians would give n = 3 at 109 ms against n = 1 at 52: 2.1 x, not 1.5 x)
     assert 60.0 <= sum(curve) / 4 <= 102.0                                            # a level among the rounds'
     one = [{1: 3.0, 2: 4.0}]
-    assert level_and_shape(one, [1, 2]) == pytest.approx((3.0, 4.0))
+    assert level_and_shape(one) == pytest.approx((3.0, 4.0))
 
 
 def test_cost_policy_keeps_greedy_outputs_exact(tiny_pair):
