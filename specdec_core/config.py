@@ -24,6 +24,8 @@ class SpecConfig:
     full_trace: bool = True     # False keeps only what the stats need (token texts, top-10 lists skipped)
     k_policy: str = ""          # "fixed" | "heuristic" (+2/-1) | "cost" (calibrated costs); "" = heuristic
                                 # if adaptive_k else DEFAULT_K_POLICY. Resolved on construction.
+    confidence_stop: float = 0.0  # a model draft stops early once its own confidence that every draft so far
+                                # is accepted (drafters.chain_confidence) falls below this; 0 = off (K drafts)
 
     def __post_init__(self) -> None:
         policy = self.k_policy
@@ -50,6 +52,9 @@ class SpecConfig:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
         if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
+        stop = self.confidence_stop
+        if isinstance(stop, bool) or not isinstance(stop, (int, float)) or not 0 <= stop < 1:
+            raise ValueError(f"confidence_stop must be a number in [0, 1) (0 = off), got {stop!r}")
         _check_int("max_new_tokens", self.max_new_tokens)
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")

@@ -41,6 +41,7 @@ class DraftPolicy:
     eos_token_id: int | None = None
     bugs: InjectedBugs = NO_BUGS
     raw_probs: bool = True      # also return the unwarped q (display only; full traces want it)
+    confidence_stop: float = 0.0  # stop before a draft once ``chain_confidence`` falls below this (0 = never)
 
     @property
     def greedy(self) -> bool:
@@ -152,16 +153,33 @@ def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.T
     return sample(q, policy.generator), q
 
 
+def chain_confidence(chain: float, logits: torch.Tensor) -> float:
+    """The draft's own estimate that its drafts so far AND the next one are all accepted: the running
+    product of its top unwarped probability at each step. The draft's top probability tracks how often
+    the target accepts its token closely (README: the trained drafts' calibration), so the product is a
+    cheap forecast of the chain surviving verification. It reads q only, never the drawn token or p, so
+    stopping on it leaves the output distribution exact (the decision is the draft's, made before it draws)."""
+    return chain * float(logits.float().softmax(-1).max())
+
+
 def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
                         device: torch.device, t0: float | None = None) -> Proposal:
     """Up to k drafts, one ``step(i, previous_token)`` each (it returns the (V,) draft logits; the previous
-    token is None for the first). Stops after EOS. ``t0``: when the first step's clock started, if earlier."""
+    token is None for the first). Stops after EOS, and before drawing a draft whose ``chain_confidence`` is
+    below ``policy.confidence_stop`` (that step's forward was run: its time is kept as one more
+    ``forward_ms`` entry). ``t0``: when the first step's clock started, if earlier."""
     tokens: list[torch.Tensor] = []
     qs, raws, times = [], [], []
     prev = None
+    chain = 1.0
     for i in range(k):
         t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
         logits = step(i, prev)
+        if policy.confidence_stop > 0:
+            chain = chain_confidence(chain, logits)
+            if chain < policy.confidence_stop:
+                times.append(now_ms(device) - t_start)
+                break
         tok, q = draw_draft_token(logits, policy)
         if q is not None:
             qs.append(q)
@@ -172,13 +190,13 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
         if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
             break
     if not tokens:
-        return Proposal([], None)
+        return Proposal([], None, None, times, len(times))
     draft_probs = torch.stack(qs) if qs else None
     raw = None
     if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
         plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
         raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
-    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(tokens))
+    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(times))
 
 
 class NGramDrafter:

@@ -173,7 +173,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     tgt = TargetModel(target, keep_features=reads_features)
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace)
+    policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace,
+                         confidence_stop=cfg.confidence_stop)
     warp = lambda logits: warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # noqa: E731
     prompt_len = len(ids)
     trace = Trace(config={**cfg.to_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),

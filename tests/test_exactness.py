@@ -38,13 +38,18 @@ def exact_first_two(target, prompt, temperature, top_k, top_p) -> np.ndarray:
     return joint
 
 
-def empirical_first_two(target, draft_factory, k, temperature, top_k, top_p, bugs=InjectedBugs(), n=N_RUNS):
+def empirical_first_two(target, draft_factory, k, temperature, top_k, top_p, bugs=InjectedBugs(), n=N_RUNS,
+                        drafted: Counter | None = None, **extra):
+    """Counts of the first two generated tokens over n seeds (``drafted``, if given, also counts how many
+    tokens the first iteration drafted)."""
     counts = Counter()
     for seed in range(n):
         cfg = SpecConfig(k=k, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=3, seed=seed,
-                         full_trace=False)
+                         full_trace=False, **extra)
         trace = speculative_generate(target, draft_factory(), PROMPT, cfg, bugs=bugs)
         counts[tuple(trace.new_token_ids[:2])] += 1
+        if drafted is not None:
+            drafted[len(trace.iterations[0].drafts)] += 1
     return counts
 
 
@@ -78,6 +83,19 @@ def test_model_draft_is_exact(models, setting):
     counts = empirical_first_two(target, lambda: draft, k=2, **s)
     p, tv = chi_square_p(counts, joint, N_RUNS)
     assert p > 1e-3, f"{setting}: chi-square p={p:.2e}, TV={tv:.3f}"
+
+
+def test_model_draft_with_confidence_stop_is_exact(models):
+    """Stopping on the draft's own confidence (``drafters.chain_confidence``) reads q only, so the output
+    stays exact. At this threshold the first iteration drafts one token or two, depending on the first
+    draw: the stop really varies within the runs (checked), which is what could bias a wrong rule."""
+    target, draft = models
+    s = SETTINGS["plain"]
+    drafted = Counter()
+    counts = empirical_first_two(target, lambda: draft, k=2, drafted=drafted, confidence_stop=0.1, **s)
+    assert drafted[1] > 100 and drafted[2] > 100, drafted
+    p, tv = chi_square_p(counts, exact_first_two(target, PROMPT, **s), N_RUNS)
+    assert p > 1e-3, f"confidence stop: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
 def test_ngram_draft_is_exact(models):
