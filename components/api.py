@@ -50,7 +50,8 @@ def pair_keys() -> list[str]:
 
 def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adaptive_k: bool = False,
              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-             chat: bool = True, baseline: bool = False, k_policy: str = "") -> tuple[dict, str]:
+             chat: bool = True, baseline: bool = False, k_policy: str = "", confidence_stop: float = 0.0
+             ) -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
     and a one-line summary.
@@ -68,6 +69,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         chat: wrap the prompt in the model's chat template
         baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
         k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" = as adaptive_k says
+        confidence_stop: 0 = off (default: K drafts per iteration); up to 0.95: a model draft stops drafting once its own confidence that all its drafts so far will be accepted (the product of its top probabilities) falls below this (the Live tab starts at 0.3)
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
@@ -80,7 +82,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
     if k_policy not in ("", None) and adaptive and k_policy != "heuristic":
         raise gr.Error(f"adaptive_k=true means k_policy='heuristic'; it cannot be combined with k_policy={k_policy!r:.40}")
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed,
-                      adaptive if k_policy in ("", None) else k_policy)
+                      adaptive if k_policy in ("", None) else k_policy, confidence_stop)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
     try:
         p = resolve_pair(pool, pair)

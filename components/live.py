@@ -161,6 +161,9 @@ def _as_int(name: str, value: Any) -> int:
     return int(value)
 
 
+UI_MAX_CONFIDENCE_STOP = 0.95
+UI_CONFIDENCE_STOP = 0.3   # the Live default: with the shipped feature draft on held-out prompts, accepted ÷ drafted
+                           # 0.18 -> 0.6 and 0.81x -> 1.2x the baseline (K = 4, greedy; README, Performance)
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
 
@@ -178,10 +181,15 @@ def k_policy_of(value: Any) -> str:
 
 
 def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
-                k_policy: Any) -> SpecConfig:
+                k_policy: Any, confidence_stop: Any = 0.0) -> SpecConfig:
     """The UI's numbers as a validated SpecConfig; any problem becomes a gr.Error naming the setting.
-    ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in ``k_policy_of``."""
+    ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in ``k_policy_of``.
+    ``confidence_stop``: a model draft stops once its chained confidence falls below it (0 = off)."""
     policy = k_policy_of(k_policy)
+    if (confidence_stop is None or isinstance(confidence_stop, bool) or not isinstance(confidence_stop, (int, float))
+            or not 0 <= confidence_stop <= UI_MAX_CONFIDENCE_STOP):
+        raise gr.Error(f"the confidence stop must be a number from 0 (off) to {UI_MAX_CONFIDENCE_STOP:g}, "
+                       f"got {confidence_stop!r:.80}")
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
@@ -203,7 +211,8 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
         raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
-                          max_new_tokens=max_new_, seed=seed_, k_policy=policy, full_trace=True)
+                          max_new_tokens=max_new_, seed=seed_, k_policy=policy, full_trace=True,
+                          confidence_stop=float(confidence_stop))
     except ValueError as e:
         raise gr.Error(f"Bad setting: {e}") from e
 
@@ -305,15 +314,15 @@ def _hold(seconds: float, control: dict) -> None:
 
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
-             control: dict | None, slow_motion: bool = False, pace: Any = None, *, frame_s: float = FRAME_S,
-             figure_s: float = FIGURE_S) -> Iterator[tuple]:
+             control: dict | None, slow_motion: bool = False, pace: Any = None, confidence_stop: Any = 0.0, *,
+             frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
     """Run speculative decoding (then, if asked, the baseline) and stream page updates as iterations (and
     baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after every single step). With
     ``slow_motion`` every iteration is drawn in full and held for ``pace`` seconds before the next one is
     generated. Outputs: viewer outputs, trace state, download, status. The time spent rendering (and
     waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop)
     hold_s = check_pace(pace) if slow_motion else 0.0
     try:
         pair = resolve_pair(pool, pair_key)
@@ -448,6 +457,11 @@ def build_live_tab(ctx: AppContext) -> Viewer:
             seed = gr.Number(value=0, precision=0, minimum=0, label="seed", elem_id="seed")
             baseline = gr.Checkbox(value=True, label="measure a baseline in the same run", elem_id="baseline")
             chat = gr.Checkbox(value=True, label="chat template", elem_id="chat")
+        with gr.Row():
+            stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=UI_CONFIDENCE_STOP, step=0.05,
+                             label="confidence stop: a model draft stops drafting once its own confidence that all its "
+                                   "drafts so far will be accepted falls below this (0 = always K drafts; exact either way)",
+                             elem_id="confidence-stop")
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
@@ -461,7 +475,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
     run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
-                  slow, viewer.pace]
+                  slow, viewer.pace, stop]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA

@@ -68,9 +68,12 @@ def summary_html(trace: Trace | None) -> str:
 
 
 def _policy_note(cfg: dict, fmt: str) -> str:
-    """``fmt`` filled with the K policy when it is not fixed ("heuristic" for old traces with adaptive_k)."""
+    """``fmt`` filled with the K policy when it is not fixed ("heuristic" for old traces with adaptive_k),
+    then the confidence stop when it is on."""
     policy = cfg.get("k_policy") or ("heuristic" if cfg.get("adaptive_k") else "fixed")
-    return "" if policy == "fixed" else fmt.format(policy)
+    stop = cfg.get("confidence_stop")
+    on = isinstance(stop, (int, float)) and not isinstance(stop, bool) and stop > 0   # an uploaded trace may hold anything
+    return ("" if policy == "fixed" else fmt.format(policy)) + (f", confidence stop {stop:g}" if on else "")
 
 
 def summary_line(trace: Trace) -> str:

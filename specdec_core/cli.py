@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--k-policy", default="", choices=("", "fixed", "heuristic", "cost"),
                     help="how K is chosen each iteration: fixed, heuristic (+2/-1) or cost (calibrated cost model; "
                          f"K is the maximum); default {RECOMMENDED_K_POLICY} (heuristic with --adaptive-k)")
+    ap.add_argument("--confidence-stop", type=float, default=0.0,
+                    help="a model draft stops drafting once its own confidence that all its drafts so far will be "
+                         "accepted falls below this; 0 = off (default), below 1")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from .models import ModelPool, encode_prompt, make_drafter, validate_model_id
     cfg = recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                              max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
-                             k_policy=args.k_policy)
+                             k_policy=args.k_policy, confidence_stop=args.confidence_stop)
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything

@@ -4,6 +4,7 @@ description lists exactly the two named endpoints."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -62,10 +63,11 @@ def test_generate_returns_a_valid_trace_and_a_summary(pool):
     ({"k_policy": "greedy"}, "K policy must be one of fixed, heuristic, cost, got 'greedy'"),
     ({"adaptive_k": True, "k_policy": "cost"}, "adaptive_k=true means k_policy='heuristic'"),
     ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
+    ({"confidence_stop": 2}, "the confidence stop must be a number from 0 (off) to 0.95, got 2"),
 ])
 def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
     args = {"prompt": PROMPT, "max_new_tokens": 4, **kw}
-    with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace("|", r"\|")):
+    with pytest.raises(gr.Error, match=re.escape(message)):
         generate(pool, **args)
 
 
@@ -75,6 +77,12 @@ def test_k_policy_reaches_the_trace(pool):
                                          max_new_tokens=6)[0])
         assert trace.config["k_policy"] == (policy or "heuristic")
         assert all(it.k_reason for it in trace.iterations) or policy != "cost"
+
+
+def test_confidence_stop_reaches_the_trace(pool):
+    trace = Trace.from_dict(generate(pool, PROMPT, k=4, confidence_stop=0.3, max_new_tokens=6)[0])
+    assert trace.config["confidence_stop"] == 0.3
+    assert Trace.from_dict(generate(pool, PROMPT, k=4, max_new_tokens=6)[0]).config["confidence_stop"] == 0
 
 
 def test_pair_accepts_every_key_of_the_live_selector():
@@ -102,7 +110,7 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline", "k_policy"]
+                      "seed", "chat", "baseline", "k_policy", "confidence_stop"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]

@@ -63,6 +63,10 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
     ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
     ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
     ({"k_policy": "auto"}, "K policy must be one of fixed, heuristic, cost, got 'auto'"),
+    ({"confidence_stop": 1.0}, "the confidence stop must be a number from 0 (off) to 0.95, got 1.0"),
+    ({"confidence_stop": -0.1}, "the confidence stop must be a number from 0 (off) to 0.95"),
+    ({"confidence_stop": None}, "the confidence stop must be a number"),
+    ({"confidence_stop": float("nan")}, "the confidence stop must be a number"),
 ])
 def test_make_config_refuses_bad_settings(kw, message):
     args = dict(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=16, seed=0, k_policy="fixed")
@@ -75,6 +79,7 @@ def test_make_config_accepts_gradio_floats():
     cfg = make_config(4.0, 0.7, 50.0, 0.9, 32.0, 7.0, True)
     assert cfg == SpecConfig(k=4, temperature=0.7, top_k=50, top_p=0.9, max_new_tokens=32, seed=7, adaptive_k=True)
     assert make_config(4, 0.0, 0, 1.0, 8, 0, "cost").k_policy == "cost"
+    assert make_config(4, 0.0, 0, 1.0, 8, 0, "fixed", 0.3).confidence_stop == 0.3
 
 
 # --- a Live run -------------------------------------------------------------------------------------------
@@ -165,6 +170,18 @@ def test_self_draft_accepts_what_it_drafts(pool):
     assert trace.config["drafter"] == "self" and trace.stats.draft_forwards > 0
     assert trace.stats.acceptance_rate >= 0.75       # same model, greedy: the draft is the target's argmax
     assert trace.baseline.new_token_ids == trace.new_token_ids
+
+
+def test_default_pair_with_the_confidence_stop_drafts_less_and_keeps_the_greedy_output(pool):
+    """The Live tab's default pair and confidence stop (what a visitor's first Run uses)."""
+    prompt = "Tell me something about lighthouses."
+    stopped = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24,
+                                        confidence_stop=live.UI_CONFIDENCE_STOP))[-1][STATE])
+    full = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24, baseline=False))[-1][STATE])
+    assert stopped.config["confidence_stop"] == live.UI_CONFIDENCE_STOP and full.config["confidence_stop"] == 0
+    assert stopped.new_token_ids == stopped.baseline.new_token_ids == full.new_token_ids
+    assert stopped.stats.drafted < full.stats.drafted
+    assert stopped.stats.acceptance_rate > full.stats.acceptance_rate
 
 
 def test_sampling_run_records_the_uniform_draws(pool):

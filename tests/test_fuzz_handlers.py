@@ -51,7 +51,7 @@ def pool(bundled, one_thread):
 def _frames(pool, args: dict, control=None) -> list[tuple]:
     return list(run_live(pool, args["pair"], args["prompt"], args["k"], args["k_policy"], args["temperature"],
                          args["top_k"], args["top_p"], args["max_new_tokens"], args["seed"], args["with_baseline"],
-                         args["chat"], control))
+                         args["chat"], control, confidence_stop=args["confidence_stop"]))
 
 
 PROBLEMS: list[str] = []
@@ -73,7 +73,7 @@ def session_a(pool):
     """Another viewer's finished run: its trace state and its export, compared after the fuzzing."""
     args = {"pair": "bundled|ngram", "prompt": "Count: one two three one two three", "k": 3, "k_policy": "fixed",
             "temperature": 0.7, "top_k": 0, "top_p": 0.9, "max_new_tokens": 8, "seed": 5, "with_baseline": True,
-            "chat": True}
+            "chat": True, "confidence_stop": 0.0}
     last = _frames(pool, args, new_control())[-1]
     state, export = last[-3], last[-2].value
     export = export["path"] if isinstance(export, dict) else export
