@@ -18,7 +18,7 @@ import gradio as gr
 
 from specdec_core import (MAX_K, PRESETS, LoadedModel, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
-from specdec_core.config import K_POLICIES
+from specdec_core.config import K_POLICIES, LIVE_CONFIDENCE_STOP
 from specdec_core.drafters import model_drafter
 from specdec_core.models import FairLock
 from specdec_core.trained_draft import SHIPPED, shipped_draft_for
@@ -162,8 +162,7 @@ def _as_int(name: str, value: Any) -> int:
 
 
 UI_MAX_CONFIDENCE_STOP = 0.95
-UI_CONFIDENCE_STOP = 0.3   # the Live default: with the shipped feature draft on held-out prompts, accepted ÷ drafted
-                           # 0.18 -> 0.6 and 0.81x -> 1.2x the baseline (K = 4, greedy; README, Performance)
+UI_CONFIDENCE_STOP = LIVE_CONFIDENCE_STOP
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
 

@@ -44,7 +44,7 @@ from .bench_measure import (ASSISTANT_FIELDS, Aggregate, BenchPrompt, Comparison
                             hf_generate, interleave, ours_baseline, ours_speculative, output_mismatch, summarize)
 from .bench_models import early_exit_draft, tiny_realistic_pair  # noqa: F401
 from .bench_report import TARGETS, make_report, render_report, side_rows, write_json  # noqa: F401
-from .config import MAX_K, SpecConfig, recommended_config
+from .config import LIVE_CONFIDENCE_STOP, MAX_K, SpecConfig, recommended_config
 
 NGRAM_K = 10          # transformers' documented prompt-lookup setting; the same K on both sides
 DRAFT_K = 4           # draft tokens per iteration for the model-draft job, both sides
@@ -54,7 +54,8 @@ PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
 NO_HF_PEER = ("feature",)             # reads the target's features: not an assistant_model ...
 MTP_PEER = ("feature",)               # ... but transformers' MTP loop runs it (one layer: K = 1; see mtp_peer)
 HF_DEFAULT_SCHEDULE_TOO = ("trained",)  # the shipped token draft is also run with transformers' default schedule
-OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K)
+OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K) and
+                                           # with the Live tab's start (fixed K and the confidence stop)
 
 
 # --- prompts --------------------------------------------------------------------------------------
@@ -190,6 +191,9 @@ def _draft_sides(pair: str, target: torch.nn.Module, draft: torch.nn.Module, tok
     if pair in OURS_DEFAULT_TOO:
         sides[f"ours default draft[{pair}]"] = ours_speculative(target, lambda: model_drafter(draft), ids,
                                                                 recommended_config(max_new_tokens=n), tokenizer, roles)
+        sides[f"ours stop draft[{pair}]"] = ours_speculative(
+            target, lambda: model_drafter(draft), ids,
+            SpecConfig(k=s.draft_k, max_new_tokens=n, confidence_stop=LIVE_CONFIDENCE_STOP), tokenizer, roles)
     if pair in MTP_PEER:
         from .mtp_peer import build_mtp_model, mtp_generation
         mtp = build_mtp_model(target, draft)
@@ -212,8 +216,12 @@ def _draft_comparisons(pair: str, ours_base: str, hf_base: str) -> list[tuple[st
                    f"hf default assisted[{pair}]"),
                   (job, "ours default vs transformers default (assisted)", f"ours default draft[{pair}]",
                    f"hf default assisted[{pair}]")]
+        if pair in OURS_DEFAULT_TOO:   # both stop drafting on the draft's confidence
+            comps.append((job, "ours K + confidence stop vs transformers default (assisted)",
+                          f"ours stop draft[{pair}]", f"hf default assisted[{pair}]"))
     if pair in OURS_DEFAULT_TOO:
-        comps.append((job, "ours default: speedup vs ours target-only", f"ours default draft[{pair}]", ours_base))
+        comps += [(job, "ours default: speedup vs ours target-only", f"ours default draft[{pair}]", ours_base),
+                  (job, "ours K + confidence stop: speedup vs ours target-only", f"ours stop draft[{pair}]", ours_base)]
     if pair in MTP_PEER:
         comps += [(job, "ours vs transformers (MTP loop, K = 1 both)", f"ours draft[{pair}] K=1", f"hf mtp[{pair}]"),
                   (job, "transformers (MTP loop): speedup vs plain generate", f"hf mtp[{pair}]", hf_base)]

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from .bench_measure import Aggregate, BenchPrompt, Comparison, RunResult, aggregate, summarize
+from .config import LIVE_CONFIDENCE_STOP
 
 if TYPE_CHECKING:
     from .bench import BenchSettings
@@ -32,6 +33,8 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("draft[trained]", "ours vs transformers (assisted)", "all", 1.05),
     ("draft[trained]", "ours vs transformers (assisted, its default schedule)", "all", 1.05),
     ("draft[trained]", "ours default vs transformers default (assisted)", "all", 1.05),
+    ("draft[trained]", "ours K + confidence stop vs transformers default (assisted)", "all", 1.05),
+    ("draft[feature]", "ours K + confidence stop: speedup vs ours target-only", "open-ended", 1.30),
 )
 # the trained drafts' own figures (issue goals): greedy acceptance on open-ended prompts, and c
 DRAFT_GOALS = {"acceptance_open_ended": 0.6, "c_max": 0.15}
@@ -65,8 +68,10 @@ def draft_figures(sides: list[dict]) -> list[dict]:
     out = []
     pairs = sorted({r["name"][len("ours draft["):-1] for r in sides
                     if r["group"] == "bundled" and r["name"].startswith("ours draft[") and r["name"].endswith("]")})
-    for pair in pairs:
-        rows = [r for r in sides if r["group"] == "bundled" and r["name"] == f"ours draft[{pair}]"]
+    for pair, (settings, name) in ((p, s) for p in pairs for s in (("fixed K", f"ours draft[{p}]"),
+                                                                    ("fixed K + confidence stop", f"ours stop draft[{p}]"),
+                                                                    ("defaults", f"ours default draft[{p}]"))):
+        rows = [r for r in sides if r["group"] == "bundled" and r["name"] == name]
         for kind in ("open-ended", "extractive", "all"):
             sel = [r for r in rows if kind == "all" or r["kind"] == kind]
             runs = [run for r in sel for run in r["runs"]]
@@ -76,7 +81,7 @@ def draft_figures(sides: list[dict]) -> list[dict]:
             cs = [r["ms_per_forward"]["draft"] / base[r["prompt"]]["ms_per_forward"]["target"] for r in sel
                   if "draft" in r["ms_per_forward"] and r["prompt"] in base
                   and base[r["prompt"]]["ms_per_forward"].get("target")]
-            out.append({"pair": pair, "kind": kind, "prompts": len(sel),
+            out.append({"pair": pair, "settings": settings, "kind": kind, "prompts": len(sel),
                         "acceptance": sum(run.get("accepted") or 0 for run in runs) / drafted,
                         "tokens_per_iteration": statistics.median(r["tokens_per_iteration"] for r in sel
                                                                   if r["tokens_per_iteration"]),
@@ -145,12 +150,15 @@ def render_report(report: dict) -> str:
                    f"{'–' if cpu is None else f'{cpu:.2f}x'} |")
     figures = draft_figures(report["sides"])
     if figures:
-        out += ["", f"Model drafts (greedy, K = {s['draft_k']}): acceptance = accepted ÷ drafted over all rounds; "
+        out += ["", f"Model drafts (greedy; fixed K = {s['draft_k']}; where run, the same with the Live tab's confidence "
+                f"stop {LIVE_CONFIDENCE_STOP} and our defaults, config.recommended_config()): acceptance = accepted ÷ "
+                f"drafted over all rounds; "
                 f"c = ms per draft forward ÷ ms per target forward of ours target-only, same prompt, same run "
                 f"(median over prompts). Goals for the trained drafts: acceptance ≥ "
                 f"{DRAFT_GOALS['acceptance_open_ended']} on open-ended prompts, c ≤ {DRAFT_GOALS['c_max']}.", "",
-                "| draft | prompts | acceptance | tokens/iteration | c |", "|---|---|---|---|---|"]
-        out += [f"| {f['pair']} | {f['kind']} ({f['prompts']}) | {f['acceptance']:.2f} | {f['tokens_per_iteration']:.2f} "
+                "| draft | settings | prompts | acceptance | tokens/iteration | c |", "|---|---|---|---|---|---|"]
+        out += [f"| {f['pair']} | {f.get('settings', 'fixed K')} | {f['kind']} ({f['prompts']}) | {f['acceptance']:.2f} "
+                f"| {f['tokens_per_iteration']:.2f} "
                 f"| {'–' if f['c'] is None else format(f['c'], '.3f')} |" for f in figures]
     refusals = [c for c in report["comparisons"] if c["refused"]]
     if refusals:

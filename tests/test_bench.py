@@ -190,8 +190,13 @@ def test_draft_figures_pool_acceptance_and_take_c_against_the_same_prompts_basel
              side("b", "extractive", "ours target-only", {"target": 50.0}, [{}]),
              side("b", "extractive", "ours draft[feature]", {"target": 60.0, "draft": 10.0},
                   [{"drafted": 4, "accepted": 4}], 3.0),
-             side("b", "extractive", "ours draft[feature] min-trace", {"draft": 1.0}, [{"drafted": 9, "accepted": 0}])]
-    figs = {(f["pair"], f["kind"]): f for f in bench_report.draft_figures(sides)}
+             side("b", "extractive", "ours draft[feature] min-trace", {"draft": 1.0}, [{"drafted": 9, "accepted": 0}]),
+             side("a", "open-ended", "ours default draft[feature]", {"target": 60.0, "draft": 4.0},
+                  [{"drafted": 3, "accepted": 2}], 1.8)]
+    all_figs = bench_report.draft_figures(sides)
+    defaults = [f for f in all_figs if f["settings"] == "defaults"]
+    assert [(f["kind"], f["acceptance"]) for f in defaults] == [("open-ended", 2 / 3), ("all", 2 / 3)]
+    figs = {(f["pair"], f["kind"]): f for f in all_figs if f["settings"] == "fixed K"}
     assert set(figs) == {("feature", "open-ended"), ("feature", "extractive"), ("feature", "all")}
     assert figs[("feature", "open-ended")]["acceptance"] == 6 / 16 and figs[("feature", "open-ended")]["c"] == 0.1
     assert figs[("feature", "all")]["acceptance"] == 10 / 20
