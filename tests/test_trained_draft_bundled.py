@@ -44,3 +44,23 @@ def test_trained_draft_as_transformers_assistant(bundled, draft):
     assert out[0].tolist() == ref[0].tolist()
     logits = draft(input_ids=x).logits
     assert logits.shape[-1] == 49152 and torch.isinf(logits).any()   # full vocabulary, q = 0 off the draft head
+
+
+def test_feature_draft_at_the_live_start_is_accepted_more_often_and_stays_exact(bundled):
+    """The Live tab's start (fixed K = 4, confidence stop LIVE_CONFIDENCE_STOP) on held-out prompts: the draft
+    proposes only what it is sure of, so far more of its drafts are accepted; greedy output unchanged."""
+    from specdec_core.config import LIVE_CONFIDENCE_STOP
+    from specdec_core.distill.prompts import heldout_prompts
+    model, tok = bundled
+    draft = load_feature_draft(model)
+    counts = {0.0: [0, 0], LIVE_CONFIDENCE_STOP: [0, 0]}
+    for prompt in heldout_prompts(4, seed=5):
+        ids = encode_prompt(tok, prompt)
+        base = baseline_generate(model, ids, SpecConfig(max_new_tokens=32), tok).new_token_ids
+        for stop, c in counts.items():
+            tr = speculative_generate(model, draft, ids, SpecConfig(k=4, max_new_tokens=32, confidence_stop=stop),
+                                      tokenizer=tok)
+            assert tr.new_token_ids == base, (prompt, stop)
+            c[0], c[1] = c[0] + tr.stats.accepted, c[1] + tr.stats.drafted
+    plain, stopped = (a / d for a, d in counts.values())
+    assert stopped >= 0.45 and stopped > plain + 0.15, counts

@@ -5,7 +5,8 @@ Three stages, each with a progress bar and an ETA on stderr:
                (cached under --work-dir, keyed by the data settings, so a retrain can skip it);
                the feature design also keeps the target's last hidden states (one teacher-forced pass);
  2. train    - the draft's layers (initialised from the target's) are distilled towards those labels;
- 3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine.
+ 3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine, drafting
+               K tokens and with the Live tab's confidence stop (``--stage measure`` runs it alone).
 Writes the weights (safetensors, one file per layer, fp16) and a card (draft_card.json) to --out.
 """
 from __future__ import annotations
@@ -41,7 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="padded tokens per training batch (default: 1024 feature, 4096 token)")
     ap.add_argument("--heldout", type=int, default=32, help="held-out prompts for the acceptance measurement")
     ap.add_argument("--eval-tokens", type=int, default=64, help="new tokens per held-out prompt")
-    ap.add_argument("--stage", choices=["all", "data"], default="all", help="'data' stops after stage 1")
+    ap.add_argument("--stage", choices=["all", "data", "measure"], default="all",
+                    help="'data' stops after stage 1; 'measure' runs stage 3 alone on the draft in --out "
+                         "(rewrites only the card's measured figures)")
     args = ap.parse_args(argv)
     feature = args.design == "feature"
     args.out = args.out or DEFAULT_OUT[args.design]
@@ -102,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     torch.manual_seed(args.seed)
     target, tokenizer = load_bundled_model("cpu")
+    if args.stage == "measure":
+        from .pipeline import remeasure
+        print(json.dumps(remeasure(args, target, tokenizer, bar=_bar)["measured"], indent=1))
+        return 0
     data, data_info = load_or_generate_data(args, target, tokenizer)
     print(f"data: {data_info}", file=sys.stderr)
     if args.stage == "data":

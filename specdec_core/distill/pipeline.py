@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..config import SpecConfig
+from ..config import LIVE_CONFIDENCE_STOP, SpecConfig
 from ..engine import speculative_generate
 from ..models import encode_prompt
 from .data import Example, generate_dataset
@@ -27,17 +27,19 @@ DATA_SOURCE = ("the target's own answers to template × topic chat prompts (spec
 
 
 def measure_acceptance(target: torch.nn.Module, make_draft: Callable[[], object], tokenizer, prompts: list[str],
-                       temperature: float, max_new_tokens: int, k: int = MEASURE_K, seed: int = 0) -> dict:
+                       temperature: float, max_new_tokens: int, k: int = MEASURE_K, seed: int = 0,
+                       confidence_stop: float = 0.0) -> dict:
     """accepted ÷ drafted and tokens per iteration over ``prompts``, through the real engine
     (``make_draft()``: a draft model or a fresh drafter for each prompt)."""
     drafted = accepted = tokens = iterations = 0
     for i, prompt in enumerate(prompts):
         cfg = SpecConfig(k=k, temperature=temperature, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                         seed=seed + i, full_trace=False)
+                         seed=seed + i, full_trace=False, confidence_stop=confidence_stop)
         tr = speculative_generate(target, make_draft(), encode_prompt(tokenizer, prompt), cfg, tokenizer=tokenizer)
         drafted, accepted = drafted + tr.stats.drafted, accepted + tr.stats.accepted
         tokens, iterations = tokens + tr.stats.new_tokens, iterations + tr.stats.iterations
-    return {"temperature": temperature, "k": k, "prompts": len(prompts), "drafted": drafted, "accepted": accepted,
+    return {"temperature": temperature, "k": k, **({"confidence_stop": confidence_stop} if confidence_stop else {}),
+            "prompts": len(prompts), "drafted": drafted, "accepted": accepted,
             "acceptance_rate": round(accepted / max(drafted, 1), 4),
             "tokens_per_iteration": round(tokens / max(iterations, 1), 3)}
 
@@ -73,14 +75,23 @@ def _save_and_reload(design: str, target: torch.nn.Module, draft: torch.nn.Modul
                      card: dict) -> tuple[list[str], Callable[[], object]]:
     """Write the draft, load it back from disk (fp16 round trip) and return its files and a drafter factory."""
     if design == "feature":
-        from ..feature_draft import FeatureDrafter, load_feature_draft, save_feature_draft
+        from ..feature_draft import save_feature_draft
         files = save_feature_draft(draft, out, card)
+    else:
+        from ..trained_draft import save_draft
+        files = save_draft(draft, out, card)
+    return files, _drafters(design, target, out)
+
+
+def _drafters(design: str, target: torch.nn.Module, out: str) -> Callable[[], object]:
+    """A factory of fresh drafters for the draft in ``out``."""
+    if design == "feature":
+        from ..feature_draft import FeatureDrafter, load_feature_draft
         loaded = load_feature_draft(target, out)
-        return files, lambda: FeatureDrafter(loaded)
-    from ..trained_draft import load_bundled_draft, save_draft
-    files = save_draft(draft, out, card)
+        return lambda: FeatureDrafter(loaded)
+    from ..trained_draft import load_bundled_draft
     shipped = load_bundled_draft(target, out)
-    return files, lambda: shipped
+    return lambda: shipped
 
 
 def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer, data: list[Example],
@@ -119,14 +130,41 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
         "seed": args.seed,
     }
     card["files"], make_draft = _save_and_reload(args.design, target, draft, args.out, {**card, "measured": None})
-    with bar(2 * len(held) * args.eval_tokens, "3/3 measure") as b:
-        measured = {}
-        for name, temp in (("greedy", 0.0), ("t0.7", 0.7)):
-            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, args.eval_tokens,
-                                                seed=args.seed)
-            b.update(len(held) * args.eval_tokens)
-    card["measured"] = {"heldout_prompts": len(held), "new_tokens_each": args.eval_tokens, **measured}
+    card["measured"] = measure_heldout(args, target, tokenizer, make_draft, bar)
     card["total_seconds"] = round(time.time() - t_start, 1)
     from ..trained_draft import write_card
     write_card(args.out, card)                              # the weights are already written
+    return card
+
+
+MEASURED_SETTINGS = (("greedy", 0.0, 0.0), ("t0.7", 0.7, 0.0),      # (name, temperature, confidence stop)
+                     ("greedy_confidence_stop", 0.0, LIVE_CONFIDENCE_STOP), ("t0.7_confidence_stop", 0.7, LIVE_CONFIDENCE_STOP))
+
+
+def measure_heldout(args: argparse.Namespace, target: torch.nn.Module, tokenizer, make_draft: Callable[[], object],
+                    bar: Callable) -> dict:
+    """Stage 3: acceptance on the held-out prompts at K = MEASURE_K, greedy and at temperature 0.7, each
+    drafting K tokens and with the Live tab's confidence stop (the draft proposes only what it is sure of)."""
+    held = heldout_prompts(args.heldout)
+    measured = {}
+    with bar(len(MEASURED_SETTINGS) * len(held) * args.eval_tokens, "3/3 measure") as b:
+        for name, temp, stop in MEASURED_SETTINGS:
+            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, args.eval_tokens,
+                                                seed=args.seed, confidence_stop=stop)
+            b.update(len(held) * args.eval_tokens)
+    return {"heldout_prompts": len(held), "new_tokens_each": args.eval_tokens, **measured}
+
+
+def remeasure(args: argparse.Namespace, target: torch.nn.Module, tokenizer, bar: Callable) -> dict:
+    """``--stage measure``: stage 3 alone, on the draft already in ``args.out`` and on the held-out prompts its
+    card names; only the card's "measured" part is rewritten (the weights, and how they were made, stay)."""
+    from ..trained_draft import read_card, write_card
+    make_draft = _drafters(args.design, target, args.out)
+    card = read_card(args.out, f"the {args.design} draft", f"python -m specdec_core.distill --design {args.design}",
+                     lambda c: c)
+    before = card.get("measured") or {}
+    same = argparse.Namespace(**{**vars(args), "heldout": before.get("heldout_prompts", args.heldout),
+                                 "eval_tokens": before.get("new_tokens_each", args.eval_tokens)})
+    card["measured"] = measure_heldout(same, target, tokenizer, make_draft, bar)
+    write_card(args.out, card)
     return card
