@@ -20,7 +20,7 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from . import palette as pal
-from .figures import _layout, empty_figure, plot_text, resolve_index
+from .figures import _layout, empty_figure, no_drafts_message, plot_text, resolve_index
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
 N_STAGES = len(STAGES)
@@ -87,8 +87,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     it = trace.iterations[i]
     title = f"Anatomy of iteration {i + 1}"
     if not it.drafts:
-        return empty_figure(title, "The drafter proposed nothing this iteration (no n-gram match, or K clipped to 0): "
-                                   "the target emitted one token on its own.", HEIGHT)
+        return empty_figure(title, no_drafts_message(trace, it), HEIGHT)
     greedy = trace.config.get("temperature", 0) == 0
     n = len(it.drafts)
     header, final, final_color = _final_text(it)

@@ -54,6 +54,17 @@ def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str = ""
     return fig
 
 
+def no_drafts_message(trace: Trace, it: IterationRecord) -> str:
+    """Why an iteration verified no drafts: K was 0, the draft's confidence stop, or no n-gram match."""
+    if it.k == 0:
+        why = "K was 0"
+    elif trace.config.get("drafter") != "ngram" and (trace.config.get("confidence_stop") or 0) > 0:
+        why = "the draft's confidence in its first token was below the confidence stop"
+    else:
+        why = "no n-gram match"
+    return f"The drafter proposed nothing this iteration ({why}): the target emitted one token on its own."
+
+
 def empty_figure(title: str, message: str, height: int = HEIGHT) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()
@@ -226,8 +237,7 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
     it = trace.iterations[i]
     title = f"Iteration {i + 1}: p (target) vs q (draft) for each drafted token"
     if not it.drafts:
-        return empty_figure(title, "The drafter proposed nothing this iteration (no n-gram match, or K clipped "
-                                   "to 0): the target emitted one token on its own.")
+        return empty_figure(title, no_drafts_message(trace, it))
     # greedy: the warped p and q are one-hot, so the bars show the unwarped softmax instead (when recorded)
     raw = trace.config.get("temperature", 0) == 0 and any(d.p_raw is not None for d in it.drafts)
     p_vals = [d.p_raw if raw and d.p_raw is not None else d.p for d in it.drafts]

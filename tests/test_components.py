@@ -164,6 +164,15 @@ def test_pq_shows_p_q_alpha_u_and_verdicts(trace):
     assert "proposed nothing" in _annotations(F.pq_figure(trace, 2))
 
 
+def test_an_iteration_without_drafts_says_why():
+    d = _trace_dict()
+    assert "no n-gram match" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
+    d["config"]["confidence_stop"] = 0.3
+    assert "below the confidence stop" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
+    d["iterations"][2]["k"] = 0
+    assert "K was 0" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
+
+
 def test_pq_in_greedy_mode_shows_the_unwarped_softmax():
     d = _trace_dict()
     d["config"]["temperature"] = 0.0
