@@ -162,7 +162,6 @@ def _as_int(name: str, value: Any) -> int:
 
 
 UI_MAX_CONFIDENCE_STOP = 0.95
-UI_CONFIDENCE_STOP = LIVE_CONFIDENCE_STOP
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
 
@@ -185,7 +184,7 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in ``k_policy_of``.
     ``confidence_stop``: a model draft stops once its chained confidence falls below it (0 = off)."""
     policy = k_policy_of(k_policy)
-    if (confidence_stop is None or isinstance(confidence_stop, bool) or not isinstance(confidence_stop, (int, float))
+    if (isinstance(confidence_stop, bool) or not isinstance(confidence_stop, (int, float))
             or not 0 <= confidence_stop <= UI_MAX_CONFIDENCE_STOP):
         raise gr.Error(f"the confidence stop must be a number from 0 (off) to {UI_MAX_CONFIDENCE_STOP:g}, "
                        f"got {confidence_stop!r:.80}")
@@ -457,7 +456,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
             baseline = gr.Checkbox(value=True, label="measure a baseline in the same run", elem_id="baseline")
             chat = gr.Checkbox(value=True, label="chat template", elem_id="chat")
         with gr.Row():
-            stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=UI_CONFIDENCE_STOP, step=0.05,
+            stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=LIVE_CONFIDENCE_STOP, step=0.05,
                              label="confidence stop: a model draft stops drafting once its own confidence that all its "
                                    "drafts so far will be accepted falls below this (0 = always K drafts; exact either way)",
                              elem_id="confidence-stop")

@@ -2,6 +2,7 @@
 JSON file. Pure formatting over the measured results (nothing is run here)."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -38,6 +39,8 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
 )
 # the trained drafts' own figures (issue goals): greedy acceptance on open-ended prompts, and c
 DRAFT_GOALS = {"acceptance_open_ended": 0.6, "c_max": 0.15}
+DRAFT_SETTINGS = (("fixed K", "ours draft[{}]"), ("fixed K + confidence stop", "ours stop draft[{}]"),
+                  ("defaults", "ours default draft[{}]"))   # (settings, side name) of a model draft's rows
 
 
 def side_rows(prompt: BenchPrompt, group: str, prompt_tokens: int, results: dict[str, list[RunResult]]) -> list[dict]:
@@ -68,10 +71,8 @@ def draft_figures(sides: list[dict]) -> list[dict]:
     out = []
     pairs = sorted({r["name"][len("ours draft["):-1] for r in sides
                     if r["group"] == "bundled" and r["name"].startswith("ours draft[") and r["name"].endswith("]")})
-    for pair, (settings, name) in ((p, s) for p in pairs for s in (("fixed K", f"ours draft[{p}]"),
-                                                                    ("fixed K + confidence stop", f"ours stop draft[{p}]"),
-                                                                    ("defaults", f"ours default draft[{p}]"))):
-        rows = [r for r in sides if r["group"] == "bundled" and r["name"] == name]
+    for pair, (settings, name) in itertools.product(pairs, DRAFT_SETTINGS):
+        rows = [r for r in sides if r["group"] == "bundled" and r["name"] == name.format(pair)]
         for kind in ("open-ended", "extractive", "all"):
             sel = [r for r in rows if kind == "all" or r["kind"] == kind]
             runs = [run for r in sel for run in r["runs"]]
@@ -157,7 +158,7 @@ def render_report(report: dict) -> str:
                 f"(median over prompts). Goals for the trained drafts: acceptance ≥ "
                 f"{DRAFT_GOALS['acceptance_open_ended']} on open-ended prompts, c ≤ {DRAFT_GOALS['c_max']}.", "",
                 "| draft | settings | prompts | acceptance | tokens/iteration | c |", "|---|---|---|---|---|---|"]
-        out += [f"| {f['pair']} | {f.get('settings', 'fixed K')} | {f['kind']} ({f['prompts']}) | {f['acceptance']:.2f} "
+        out += [f"| {f['pair']} | {f['settings']} | {f['kind']} ({f['prompts']}) | {f['acceptance']:.2f} "
                 f"| {f['tokens_per_iteration']:.2f} "
                 f"| {'–' if f['c'] is None else format(f['c'], '.3f')} |" for f in figures]
     refusals = [c for c in report["comparisons"] if c["refused"]]

@@ -31,7 +31,8 @@ FIELD_WORDS: dict[str, tuple[str, ...]] = {
     "temperature": ("temperature",), "top_k": ("top-k", "top_k"), "top_p": ("top-p", "top_p"),
     "max_new_tokens": ("max new tokens", "max_new_tokens"), "seed": ("seed",),
     "k_policy": ("k policy", "k_policy"), "with_baseline": ("baseline",), "chat": ("chat",),
-    "confidence_stop": ("confidence stop",), "value": ("iteration",), "file": ("file", "trace", "json", "upload"), "example": ("example",),
+    "confidence_stop": ("confidence stop",), "value": ("iteration",), "file": ("file", "trace", "json", "upload"),
+    "example": ("example",),
 }
 
 _NOT_NUMBERS: list[Any] = [None, "abc", "", "4", " 2 ", "0x10", [], [1], {}, {"a": 1}, "NaN", "∞", "1e400",

@@ -176,9 +176,9 @@ def test_default_pair_with_the_confidence_stop_drafts_less_and_keeps_the_greedy_
     """The Live tab's default pair and confidence stop (what a visitor's first Run uses)."""
     prompt = "Tell me something about lighthouses."
     stopped = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24,
-                                        confidence_stop=live.UI_CONFIDENCE_STOP))[-1][STATE])
+                                        confidence_stop=live.LIVE_CONFIDENCE_STOP))[-1][STATE])
     full = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24, baseline=False))[-1][STATE])
-    assert stopped.config["confidence_stop"] == live.UI_CONFIDENCE_STOP and full.config["confidence_stop"] == 0
+    assert stopped.config["confidence_stop"] == live.LIVE_CONFIDENCE_STOP and full.config["confidence_stop"] == 0
     assert stopped.new_token_ids == stopped.baseline.new_token_ids == full.new_token_ids
     assert stopped.stats.drafted < full.stats.drafted
     assert stopped.stats.acceptance_rate > full.stats.acceptance_rate

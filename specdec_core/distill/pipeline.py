@@ -130,7 +130,7 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
         "seed": args.seed,
     }
     card["files"], make_draft = _save_and_reload(args.design, target, draft, args.out, {**card, "measured": None})
-    card["measured"] = measure_heldout(args, target, tokenizer, make_draft, bar)
+    card["measured"] = measure_heldout(target, tokenizer, make_draft, bar, args.heldout, args.eval_tokens, args.seed)
     card["total_seconds"] = round(time.time() - t_start, 1)
     from ..trained_draft import write_card
     write_card(args.out, card)                              # the weights are already written
@@ -141,18 +141,18 @@ MEASURED_SETTINGS = (("greedy", 0.0, 0.0), ("t0.7", 0.7, 0.0),      # (name, tem
                      ("greedy_confidence_stop", 0.0, LIVE_CONFIDENCE_STOP), ("t0.7_confidence_stop", 0.7, LIVE_CONFIDENCE_STOP))
 
 
-def measure_heldout(args: argparse.Namespace, target: torch.nn.Module, tokenizer, make_draft: Callable[[], object],
-                    bar: Callable) -> dict:
-    """Stage 3: acceptance on the held-out prompts at K = MEASURE_K, greedy and at temperature 0.7, each
-    drafting K tokens and with the Live tab's confidence stop (the draft proposes only what it is sure of)."""
-    held = heldout_prompts(args.heldout)
+def measure_heldout(target: torch.nn.Module, tokenizer, make_draft: Callable[[], object], bar: Callable,
+                    n_prompts: int, eval_tokens: int, seed: int) -> dict:
+    """Stage 3: acceptance on ``n_prompts`` held-out prompts at K = MEASURE_K, greedy and at temperature 0.7,
+    each drafting K tokens and with the Live tab's confidence stop (the draft proposes only what it is sure of)."""
+    held = heldout_prompts(n_prompts)
     measured = {}
-    with bar(len(MEASURED_SETTINGS) * len(held) * args.eval_tokens, "3/3 measure") as b:
+    with bar(len(MEASURED_SETTINGS) * len(held) * eval_tokens, "3/3 measure") as b:
         for name, temp, stop in MEASURED_SETTINGS:
-            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, args.eval_tokens,
-                                                seed=args.seed, confidence_stop=stop)
-            b.update(len(held) * args.eval_tokens)
-    return {"heldout_prompts": len(held), "new_tokens_each": args.eval_tokens, **measured}
+            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, eval_tokens, seed=seed,
+                                                confidence_stop=stop)
+            b.update(len(held) * eval_tokens)
+    return {"heldout_prompts": len(held), "new_tokens_each": eval_tokens, **measured}
 
 
 def remeasure(args: argparse.Namespace, target: torch.nn.Module, tokenizer, bar: Callable) -> dict:
@@ -163,8 +163,7 @@ def remeasure(args: argparse.Namespace, target: torch.nn.Module, tokenizer, bar:
     card = read_card(args.out, f"the {args.design} draft", f"python -m specdec_core.distill --design {args.design}",
                      lambda c: c)
     before = card.get("measured") or {}
-    same = argparse.Namespace(**{**vars(args), "heldout": before.get("heldout_prompts", args.heldout),
-                                 "eval_tokens": before.get("new_tokens_each", args.eval_tokens)})
-    card["measured"] = measure_heldout(same, target, tokenizer, make_draft, bar)
+    card["measured"] = measure_heldout(target, tokenizer, make_draft, bar, before.get("heldout_prompts", args.heldout),
+                                       before.get("new_tokens_each", args.eval_tokens), args.seed)
     write_card(args.out, card)
     return card
