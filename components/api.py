@@ -69,7 +69,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         chat: wrap the prompt in the model's chat template
         baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
         k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" = as adaptive_k says
-        confidence_stop: 0 = off (default: K drafts per iteration); up to 0.95: a model draft stops drafting once its own confidence that all its drafts so far will be accepted (the product of its top probabilities) falls below this (the Live tab starts at 0.3)
+        confidence_stop: 0 = off (default: K drafts per iteration); up to 0.95: a model draft stops drafting after a draft that takes its own confidence that all its drafts so far will be accepted (the product of its top probabilities) below this; that draft is still offered (the Live tab starts at 0.3)
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)

@@ -55,9 +55,12 @@ def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str = ""
 
 
 def no_drafts_message(trace: Trace, it: IterationRecord) -> str:
-    """Why an iteration verified no drafts: K was 0, the draft's confidence stop, or no n-gram match."""
+    """Why an iteration verified no drafts: K was 0, or the drafter's recorded reason (older traces, which
+    do not record one: the draft's confidence stop, or no n-gram match)."""
     if it.k == 0:
         why = "K was 0"
+    elif it.draft_stop:
+        why = it.draft_stop
     elif trace.config.get("drafter") != "ngram" and (trace.config.get("confidence_stop") or 0) > 0:
         why = "the draft's confidence in its first token was below the confidence stop"
     else:

@@ -457,8 +457,9 @@ def build_live_tab(ctx: AppContext) -> Viewer:
             chat = gr.Checkbox(value=True, label="chat template", elem_id="chat")
         with gr.Row():
             stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=LIVE_CONFIDENCE_STOP, step=0.05,
-                             label="confidence stop: a model draft stops drafting once its own confidence that all its "
-                                   "drafts so far will be accepted falls below this (0 = always K drafts; exact either way)",
+                             label="confidence stop: a model draft stops drafting after a draft that takes its own confidence "
+                                   "that all its drafts so far will be accepted below this; that draft is still offered "
+                                   "(0 = always K drafts; exact either way)",
                              elem_id="confidence-stop")
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)

@@ -26,8 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how K is chosen each iteration: fixed, heuristic (+2/-1) or cost (calibrated cost model; "
                          f"K is the maximum); default {RECOMMENDED_K_POLICY} (heuristic with --adaptive-k)")
     ap.add_argument("--confidence-stop", type=float, default=0.0,
-                    help="a model draft stops drafting once its own confidence that all its drafts so far will be "
-                         "accepted falls below this; 0 = off (default), below 1")
+                    help="a model draft stops drafting after a draft that takes its own confidence that all its "
+                         "drafts so far will be accepted below this (that draft is still offered); 0 = off (default), "
+                         "below 1")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")

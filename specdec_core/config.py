@@ -26,8 +26,8 @@ class SpecConfig:
     full_trace: bool = True     # False keeps only what the stats need (token texts, top-10 lists skipped)
     k_policy: str = ""          # "fixed" | "heuristic" (+2/-1) | "cost" (calibrated costs); "" = heuristic
                                 # if adaptive_k else DEFAULT_K_POLICY. Resolved on construction.
-    confidence_stop: float = 0.0  # a model draft stops early once its own confidence that every draft so far
-                                # is accepted (drafters.chain_confidence) falls below this; 0 = off (K drafts)
+    confidence_stop: float = 0.0  # a model draft stops after a draft that takes its own confidence that every
+                                # draft so far is accepted (drafters.chain_confidence) below this; 0 = off (K drafts)
 
     def __post_init__(self) -> None:
         policy = self.k_policy

@@ -41,7 +41,7 @@ class DraftPolicy:
     eos_token_id: int | None = None
     bugs: InjectedBugs = NO_BUGS
     raw_probs: bool = True      # also return the unwarped q (display only; full traces want it)
-    confidence_stop: float = 0.0  # stop before a draft once ``chain_confidence`` falls below this (0 = never)
+    confidence_stop: float = 0.0  # stop after a draft whose ``chain_confidence`` falls below this (0 = never)
 
     @property
     def greedy(self) -> bool:
@@ -56,6 +56,7 @@ class Proposal:
     forward_ms: list[float] = field(default_factory=list)  # one entry per draft forward / lookup
     forwards: int = 0                     # model forwards actually run (the catch-up included)
     catchup_ms: float = 0.0               # a forward over > 2 unseen tokens before the first draft step
+    stop: str = ""                        # why fewer than k drafts, in one line ("no n-gram match"); "" = not said
 
 
 @dataclass(frozen=True)
@@ -157,29 +158,26 @@ def chain_confidence(chain: float, logits: torch.Tensor) -> float:
     """The draft's own estimate that its drafts so far AND the next one are all accepted: the running
     product of its top unwarped probability at each step. The draft's top probability tracks how often
     the target accepts its token closely (README: the trained drafts' calibration), so the product is a
-    cheap forecast of the chain surviving verification. It reads q only, never the drawn token or p, so
-    stopping on it leaves the output distribution exact (the decision is the draft's, made before it draws)."""
+    cheap forecast of the chain surviving verification. It reads q only, never p, so stopping on it leaves
+    the output distribution exact (it decides only how many drafts are offered, from the draft's side)."""
     return chain * float(logits.float().softmax(-1).max())
 
 
 def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
                         device: torch.device, t0: float | None = None) -> Proposal:
     """Up to k drafts, one ``step(i, previous_token)`` each (it returns the (V,) draft logits; the previous
-    token is None for the first). Stops after EOS, and before drawing a draft whose ``chain_confidence`` is
-    below ``policy.confidence_stop`` (that step's forward was run: its time is kept as one more
-    ``forward_ms`` entry). ``t0``: when the first step's clock started, if earlier."""
+    token is None for the first). Stops after EOS, and after a draft whose ``chain_confidence`` is below
+    ``policy.confidence_stop``: that draft is still offered (its forward has run, and verifying one more
+    token costs little), the next ones are not drafted. As transformers' assistant confidence threshold
+    does. ``t0``: when the first step's clock started, if earlier."""
     tokens: list[torch.Tensor] = []
     qs, raws, times = [], [], []
     prev = None
     chain = 1.0
+    stop = ""
     for i in range(k):
         t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
         logits = step(i, prev)
-        if policy.confidence_stop > 0:
-            chain = chain_confidence(chain, logits)
-            if chain < policy.confidence_stop:
-                times.append(now_ms(device) - t_start)
-                break
         tok, q = draw_draft_token(logits, policy)
         if q is not None:
             qs.append(q)
@@ -188,7 +186,14 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
         raws.append(logits)
         prev = tok
         if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
+            stop = "the draft drew the end-of-sequence token" if i < k - 1 else ""
             break
+        if policy.confidence_stop > 0 and i < k - 1:
+            chain = chain_confidence(chain, logits)
+            if chain < policy.confidence_stop:
+                stop = (f"the draft's confidence that drafts 1–{i + 1} are all accepted, {chain:.2f}, fell below "
+                        f"the confidence stop {policy.confidence_stop:g}")
+                break
     if not tokens:
         return Proposal([], None, None, times, len(times))
     draft_probs = torch.stack(qs) if qs else None
@@ -196,7 +201,7 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
     if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
         plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
         raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
-    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(times))
+    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(times), stop=stop)
 
 
 class NGramDrafter:
@@ -232,9 +237,12 @@ class NGramDrafter:
         t0 = now_ms(torch.device("cpu"))
         start, length, _ = self._find(ids)
         tokens = ids[start:start + k] if length and k > 0 else []
-        if policy.eos_token_id is not None and policy.eos_token_id in tokens:
+        stop = "no n-gram match" if not length else (
+            f"the match's source has only {len(tokens)} token(s) after it" if len(tokens) < k else "")
+        if policy.eos_token_id is not None and policy.eos_token_id in tokens[:-1]:
             tokens = tokens[: tokens.index(policy.eos_token_id) + 1]
-        return Proposal(tokens, None, None, [now_ms(torch.device("cpu")) - t0], 0)
+            stop = "the copy reached the end-of-sequence token"
+        return Proposal(tokens, None, None, [now_ms(torch.device("cpu")) - t0], 0, stop=stop if k > 0 else "")
 
     def rollback(self, valid_len: int) -> None:
         pass

@@ -280,7 +280,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             index=len(trace.iterations), start_len=len(ids), k=k_iter, drafts=records, resampled=resampled,
             bonus=bonus, emitted=emitted, draft_ms=draft_ms, verify_ms=verify_ms,
             other_ms=max(0.0, it_end - t_iter - busy), t_start_ms=t_iter - t_run,
-            k_reason=k_reason, catchup_ms=prop.catchup_ms))
+            k_reason=k_reason, catchup_ms=prop.catchup_ms, draft_stop=prop.stop))
         ids = new_ids
         trace.new_token_ids.extend(emitted)
         st.draft_forwards += prop.forwards

@@ -154,8 +154,10 @@ class FeatureDrafter:
         # catch up: positions t = true_len … len(ids)-2, inputs (f_t, x_{t+1}), all from the target; more than
         # CATCHUP_MIN of them (the prompt, or a stretch of K = 0 iterations) in a forward of their own
         last = len(ids) - 1
-        if k <= 0 or last < 1 or self.n_features < last:
+        if k <= 0:
             return Proposal([], None)
+        if last < 1 or self.n_features < last:     # a one-token prompt: the target has read nothing yet
+            return Proposal([], None, stop="no target features to read yet")
         catchup_ms = 0.0
         if last - self.true_len > CATCHUP_MIN:
             t0 = now_ms(self.device)

@@ -70,6 +70,7 @@ class IterationRecord:
     k_reason: str = ""           # why this K (the K policy's one-line reason); "" in older traces
     catchup_ms: float = 0.0      # a draft model's forward over > 2 tokens it had not seen (its prompt, or what
                                  # was emitted while it sat out), before its first draft step; 0 in older traces
+    draft_stop: str = ""         # why the drafter proposed fewer than k drafts (one line); "" = k, or older traces
 
 
 @dataclass
@@ -240,9 +241,11 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         emitted=_token_list(_get(d, "emitted", where, list), f"{where}.emitted", 65),
         draft_ms=[float(x) for x in draft_ms], verify_ms=_nonneg(d, "verify_ms", where),
         other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True),
-        k_reason=_get(d, "k_reason", where, str, True, ""), catchup_ms=_nonneg(d, "catchup_ms", where, True))
-    if len(it.k_reason) > 500:
-        _fail(f"{where}.k_reason", "text too long")
+        k_reason=_get(d, "k_reason", where, str, True, ""), catchup_ms=_nonneg(d, "catchup_ms", where, True),
+        draft_stop=_get(d, "draft_stop", where, str, True, ""))
+    for name in ("k_reason", "draft_stop"):
+        if len(getattr(it, name)) > 500:
+            _fail(f"{where}.{name}", "text too long")
     if not 0 <= it.k <= MAX_K:
         _fail(f"{where}.k", f"must be between 0 and {MAX_K}, got {it.k}")
     n_acc = sum(x.accepted for x in drafts)

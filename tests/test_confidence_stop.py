@@ -1,5 +1,5 @@
-"""The confidence stop (``SpecConfig.confidence_stop``): a model draft stops before a draft whose chained
-top probability falls below the threshold. Hand-built logits for the rule; tiny models for the engine
+"""The confidence stop (``SpecConfig.confidence_stop``): a model draft stops after a draft whose chained
+top probability falls below the threshold (that draft is still offered). Hand-built logits for the rule; tiny models for the engine
 (greedy equality; the statistical exactness test is in test_exactness.py)."""
 import math
 
@@ -32,13 +32,22 @@ def test_chain_confidence_multiplies_the_top_probabilities():
     assert chain_confidence(0.5, logits_with_top(0.8, 2)) == pytest.approx(0.4)
 
 
-@pytest.mark.parametrize("stop, drafted", [(0.0, 3), (0.4, 3), (0.42, 2), (0.5, 1), (0.95, 0)])
-def test_the_draft_stops_where_the_chain_falls_below_the_threshold(stop, drafted):
-    # chain: 0.9, 0.45, 0.405
+@pytest.mark.parametrize("stop, drafted", [(0.0, 3), (0.42, 3), (0.5, 2), (0.95, 1)])
+def test_the_draft_stops_after_the_draft_where_the_chain_falls_below_the_threshold(stop, drafted):
+    # chain: 0.9, 0.45, 0.405 (the last draft's is never needed: K = 3 stops there anyway)
     prop = propose([0.9, 0.5, 0.9], k=3, stop=stop)
     assert prop.tokens == [0, 1, 2][:drafted]
-    stopped = drafted < 3
-    assert len(prop.forward_ms) == prop.forwards == drafted + stopped   # the stopping step's forward was run
+    assert len(prop.forward_ms) == prop.forwards == drafted        # no forward is run and then thrown away
+    if drafted < 3:
+        chain = 0.9 if drafted == 1 else 0.45
+        assert prop.stop == (f"the draft's confidence that drafts 1–{drafted} are all accepted, {chain:.2f}, "
+                             f"fell below the confidence stop {stop:g}")
+    else:
+        assert prop.stop == ""
+
+
+def test_a_stopped_draft_still_offers_its_first_token():
+    assert propose([0.3, 0.9], k=2, stop=0.9).tokens == [0]
 
 
 def test_k_still_caps_the_drafts():
@@ -60,4 +69,5 @@ def test_greedy_output_is_the_targets_and_drafts_are_fewer():
     assert stopped.new_token_ids == full.new_token_ids == base.new_token_ids
     assert stopped.stats.drafted < full.stats.drafted
     assert stopped.config["confidence_stop"] == 0.5
-    assert any(len(it.draft_ms) > len(it.drafts) for it in stopped.iterations)   # stopping steps are timed
+    assert all(it.drafts for it in stopped.iterations if it.k > 0)        # every iteration offers a draft
+    assert any(it.draft_stop.startswith("the draft's confidence") for it in stopped.iterations)

@@ -1,6 +1,7 @@
-"""Statistical exactness: the first two generated tokens, over thousands of seeds, follow the exact
+"""Statistical exactness: the first two (or three) generated tokens, over thousands of seeds, follow the exact
 target distribution (enumerated from the target model). The same test must FAIL on deliberately
 broken variants of the engine, which proves it has the power to catch those bugs."""
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -26,28 +27,34 @@ def models():
 
 
 @torch.inference_mode()
-def exact_first_two(target, prompt, temperature, top_k, top_p) -> np.ndarray:
-    """P(t1, t2) = p(t1 | prompt) * p(t2 | prompt, t1), warped as the engine warps."""
+def exact_first_tokens(target, prompt, temperature, top_k, top_p, length: int = 2) -> np.ndarray:
+    """P(t1, …, t_length) = p(t1 | prompt) · p(t2 | prompt, t1) · …, warped as the engine warps: an array
+    with one axis per token."""
     def p_next(ids):
-        return warp_logits(target(input_ids=torch.tensor([ids])).logits[0, -1], temperature, top_k, top_p)
-    p1 = p_next(prompt)
-    joint = np.zeros((VOCAB, VOCAB))
-    for t1 in range(VOCAB):
-        if p1[t1] > 0:
-            joint[t1] = (p1[t1] * p_next(prompt + [t1])).numpy()
+        return warp_logits(target(input_ids=torch.tensor([ids])).logits[0, -1], temperature, top_k, top_p).numpy()
+    joint = np.zeros((VOCAB,) * length)
+    for head in itertools.product(range(VOCAB), repeat=length - 1):
+        prob, ids = 1.0, list(prompt)
+        for t in head:
+            prob *= p_next(ids)[t]
+            ids.append(t)
+            if prob == 0:
+                break
+        if prob > 0:
+            joint[head] = prob * p_next(ids)
     return joint
 
 
-def empirical_first_two(target, draft_factory, k, temperature, top_k, top_p, bugs=InjectedBugs(), n=N_RUNS,
-                        drafted: Counter | None = None, **extra):
-    """Counts of the first two generated tokens over n seeds (``drafted``, if given, also counts how many
-    tokens the first iteration drafted)."""
+def empirical_first_tokens(target, draft_factory, k, temperature, top_k, top_p, bugs=InjectedBugs(), n=N_RUNS,
+                           drafted: Counter | None = None, length: int = 2, **extra):
+    """Counts of the first ``length`` generated tokens over n seeds (``drafted``, if given, also counts how
+    many tokens the first iteration drafted)."""
     counts = Counter()
     for seed in range(n):
-        cfg = SpecConfig(k=k, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=3, seed=seed,
-                         full_trace=False, **extra)
+        cfg = SpecConfig(k=k, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=length + 1,
+                         seed=seed, full_trace=False, **extra)
         trace = speculative_generate(target, draft_factory(), PROMPT, cfg, bugs=bugs)
-        counts[tuple(trace.new_token_ids[:2])] += 1
+        counts[tuple(trace.new_token_ids[:length])] += 1
         if drafted is not None:
             drafted[len(trace.iterations[0].drafts)] += 1
     return counts
@@ -55,7 +62,7 @@ def empirical_first_two(target, draft_factory, k, temperature, top_k, top_p, bug
 
 def chi_square_p(counts: Counter, joint: np.ndarray, n: int) -> tuple[float, float]:
     """(p-value, total variation distance); cells with expected count < 5 are pooled into one bin."""
-    cells = [(a, b) for a in range(VOCAB) for b in range(VOCAB)]
+    cells = list(itertools.product(range(VOCAB), repeat=joint.ndim))
     expected = np.array([joint[c] * n for c in cells])
     observed = np.array([counts.get(c, 0) for c in cells], dtype=float)
     assert observed.sum() == n
@@ -79,30 +86,32 @@ SETTINGS = {
 def test_model_draft_is_exact(models, setting):
     target, draft = models
     s = SETTINGS[setting]
-    joint = exact_first_two(target, PROMPT, **s)
-    counts = empirical_first_two(target, lambda: draft, k=2, **s)
+    joint = exact_first_tokens(target, PROMPT, **s)
+    counts = empirical_first_tokens(target, lambda: draft, k=2, **s)
     p, tv = chi_square_p(counts, joint, N_RUNS)
     assert p > 1e-3, f"{setting}: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
 def test_model_draft_with_confidence_stop_is_exact(models):
     """Stopping on the draft's own confidence (``drafters.chain_confidence``) reads q only, so the output
-    stays exact. At this threshold the first iteration drafts one token or two, depending on the first
-    draw: the stop really varies within the runs (checked), which is what could bias a wrong rule."""
+    stays exact. The stop after draft j decides whether draft j + 1 is offered; after the first draft that
+    depends on the prompt alone, after the second on the first draw. So the test drafts K = 3 and checks
+    the first THREE tokens, at a threshold where the first iteration drafts two tokens or three depending
+    on that draw: the stop really varies within the runs (checked)."""
     target, draft = models
     s = SETTINGS["plain"]
     drafted = Counter()
-    counts = empirical_first_two(target, lambda: draft, k=2, drafted=drafted, confidence_stop=0.1, **s)
-    assert drafted[1] > 100 and drafted[2] > 100, drafted
-    p, tv = chi_square_p(counts, exact_first_two(target, PROMPT, **s), N_RUNS)
+    counts = empirical_first_tokens(target, lambda: draft, k=3, drafted=drafted, confidence_stop=0.1, length=3, **s)
+    assert drafted[2] > 100 and drafted[3] > 100, drafted
+    p, tv = chi_square_p(counts, exact_first_tokens(target, PROMPT, length=3, **s), N_RUNS)
     assert p > 1e-3, f"confidence stop: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
 def test_ngram_draft_is_exact(models):
     target, _ = models
     s = SETTINGS["plain"]
-    joint = exact_first_two(target, PROMPT, **s)
-    counts = empirical_first_two(target, NGramDrafter, k=2, **s)
+    joint = exact_first_tokens(target, PROMPT, **s)
+    counts = empirical_first_tokens(target, NGramDrafter, k=2, **s)
     p, tv = chi_square_p(counts, joint, N_RUNS)
     assert p > 1e-3, f"n-gram: chi-square p={p:.2e}, TV={tv:.3f}"
 
@@ -112,7 +121,7 @@ def test_broken_variants_are_caught(models, bug):
     """Power control: the same test rejects an engine with a classic bug."""
     target, draft = models
     s = SETTINGS["plain"]
-    joint = exact_first_two(target, PROMPT, **s)
-    counts = empirical_first_two(target, lambda: draft, k=2, bugs=InjectedBugs(**{bug: True}), **s)
+    joint = exact_first_tokens(target, PROMPT, **s)
+    counts = empirical_first_tokens(target, lambda: draft, k=2, bugs=InjectedBugs(**{bug: True}), **s)
     p, tv = chi_square_p(counts, joint, N_RUNS)
     assert p < 1e-6, f"the bug '{bug}' went undetected: p={p:.2e}, TV={tv:.3f}"

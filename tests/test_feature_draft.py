@@ -19,7 +19,7 @@ from specdec_core.engine import TargetModel
 from specdec_core.feature_draft import WEIGHTS, FeatureDrafter, save_feature_draft
 from specdec_core.trained_draft import DraftFilesError
 from test_distill import V, _examples
-from test_exactness import PROMPT, VOCAB, chi_square_p, empirical_first_two, exact_first_two
+from test_exactness import PROMPT, VOCAB, chi_square_p, empirical_first_tokens, exact_first_tokens
 from tests.conftest import make_tiny_lm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -115,8 +115,8 @@ def test_sampling_with_the_feature_draft_is_exact():
     target = make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0)
     draft = FeatureDraft(target, 0, torch.arange(VOCAB - 1))   # one token outside the draft vocabulary: q = 0
     s = dict(temperature=1.0, top_k=0, top_p=1.0)
-    counts = empirical_first_two(target, lambda: model_drafter(draft), k=2, **s, n=2000)
-    p, tv = chi_square_p(counts, exact_first_two(target, PROMPT, **s), 2000)
+    counts = empirical_first_tokens(target, lambda: model_drafter(draft), k=2, **s, n=2000)
+    p, tv = chi_square_p(counts, exact_first_tokens(target, PROMPT, **s), 2000)
     assert p > 1e-3, f"chi-square p={p:.2e}, TV={tv:.3f}"
 
 

@@ -55,6 +55,8 @@ def _uniform(n: int) -> torch.Tensor:
     (Proposal([1], torch.tensor([[float("nan")] * V])), "NaN or infinite"),
     (Proposal([1], torch.tensor([[1.0] + [0.0] * (V - 1)])), "q(x) = 0"),
     (Proposal([1], _uniform(1), raw_probs=_uniform(2)), "raw_probs has shape (2, 8)"),
+    (Proposal([1], None, stop=None), "stop must be a string of at most 500 characters, got NoneType"),
+    (Proposal([1], None, stop="x" * 501), "got str of 501"),
 ])
 def test_bad_proposals_are_refused_with_the_problem_named(prop, message):
     with pytest.raises(ProposalError) as e:

@@ -48,7 +48,8 @@ def test_trained_draft_as_transformers_assistant(bundled, draft):
 
 def test_feature_draft_at_the_live_start_is_accepted_more_often_and_stays_exact(bundled):
     """The Live tab's start (fixed K = 4, confidence stop LIVE_CONFIDENCE_STOP) on held-out prompts: the draft
-    proposes only what it is sure of, so far more of its drafts are accepted; greedy output unchanged."""
+    stops after its confidence falls, so far more of what it offers is accepted; it still offers a draft in
+    every iteration; greedy output unchanged."""
     from specdec_core.config import LIVE_CONFIDENCE_STOP
     from specdec_core.distill.prompts import heldout_prompts
     model, tok = bundled
@@ -61,6 +62,7 @@ def test_feature_draft_at_the_live_start_is_accepted_more_often_and_stays_exact(
             tr = speculative_generate(model, draft, ids, SpecConfig(k=4, max_new_tokens=32, confidence_stop=stop),
                                       tokenizer=tok)
             assert tr.new_token_ids == base, (prompt, stop)
+            assert all(it.drafts for it in tr.iterations if it.k > 0), (prompt, stop)
             c[0], c[1] = c[0] + tr.stats.accepted, c[1] + tr.stats.drafted
     plain, stopped = (a / d for a, d in counts.values())
-    assert stopped >= 0.45 and stopped > plain + 0.15, counts
+    assert stopped >= 0.3 and stopped > plain + 0.12, counts

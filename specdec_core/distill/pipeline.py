@@ -144,7 +144,7 @@ MEASURED_SETTINGS = (("greedy", 0.0, 0.0), ("t0.7", 0.7, 0.0),      # (name, tem
 def measure_heldout(target: torch.nn.Module, tokenizer, make_draft: Callable[[], object], bar: Callable,
                     n_prompts: int, eval_tokens: int, seed: int) -> dict:
     """Stage 3: acceptance on ``n_prompts`` held-out prompts at K = MEASURE_K, greedy and at temperature 0.7,
-    each drafting K tokens and with the Live tab's confidence stop (the draft proposes only what it is sure of)."""
+    each drafting K tokens and with the Live tab's confidence stop (the draft stops after its confidence falls)."""
     held = heldout_prompts(n_prompts)
     measured = {}
     with bar(len(MEASURED_SETTINGS) * len(held) * eval_tokens, "3/3 measure") as b:
