@@ -169,6 +169,8 @@ def test_an_iteration_without_drafts_says_why():
     assert "no n-gram match" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
     d["config"]["confidence_stop"] = 0.3
     assert "below the confidence stop" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
+    d["iterations"][2]["draft_stop"] = "no features yet"        # recorded: said as it is
+    assert "(no features yet)" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
     d["iterations"][2]["k"] = 0
     assert "K was 0" in _annotations(F.pq_figure(Trace.from_dict(d), 2))
 

@@ -1,13 +1,14 @@
 """The confidence stop (``SpecConfig.confidence_stop``): a model draft stops after a draft whose chained
 top probability falls below the threshold (that draft is still offered). Hand-built logits for the rule; tiny models for the engine
 (greedy equality; the statistical exactness test is in test_exactness.py)."""
+import json
 import math
 
 import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core import SpecConfig, baseline_generate, speculative_generate
+from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
 from specdec_core.drafters import DraftPolicy, chain_confidence, proposal_from_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -71,3 +72,16 @@ def test_greedy_output_is_the_targets_and_drafts_are_fewer():
     assert stopped.config["confidence_stop"] == 0.5
     assert all(it.drafts for it in stopped.iterations if it.k > 0)        # every iteration offers a draft
     assert any(it.draft_stop.startswith("the draft's confidence") for it in stopped.iterations)
+
+
+def test_the_stop_reason_round_trips_and_older_traces_read_without_it():
+    target, draft = make_tiny_lm(vocab_size=16, seed=1, scale=3.0), make_tiny_lm(vocab_size=16, seed=2, scale=3.0)
+    tr = speculative_generate(target, draft, [1, 2, 3, 4], SpecConfig(k=4, max_new_tokens=12, confidence_stop=0.5))
+    d = json.loads(json.dumps(tr.to_dict()))
+    assert Trace.from_dict(d).to_dict() == tr.to_dict()
+    for it in d["iterations"]:
+        del it["draft_stop"]
+    assert all(it.draft_stop == "" for it in Trace.from_dict(d).iterations)
+    d["iterations"][0]["draft_stop"] = "x" * 501
+    with pytest.raises(ValueError, match="draft_stop"):
+        Trace.from_dict(d)

@@ -85,6 +85,16 @@ def test_anatomy_without_a_selection_or_drafts_says_why():
     assert "proposed nothing" in anatomy_figure(trace, 0).layout.annotations[0].text
 
 
+def test_anatomy_says_where_and_why_the_draft_stopped():
+    trace = _trace("ngram_extractive.json")
+    it = trace.iterations[2]
+    assert "drafted:" not in anatomy_figure(trace, 2).layout.title.text          # K drafts: nothing to say
+    it.k, it.draft_stop = len(it.drafts) + 2, "the match's source has only <2> token(s) after it"
+    title = anatomy_figure(trace, 2).layout.title.text
+    assert (f"Only {len(it.drafts)} of K = {it.k} drafted: the match's source has only &lt;2&gt; token(s) "
+            f"after it.") in title
+
+
 # --- playback handlers -------------------------------------------------------------------------------------
 
 def _n(trace_dict: dict) -> int:
