@@ -191,8 +191,9 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
         if policy.confidence_stop > 0 and i < k - 1:
             chain = chain_confidence(chain, logits)
             if chain < policy.confidence_stop:
-                stop = (f"the draft's confidence that drafts 1–{i + 1} are all accepted, {chain:.2f}, fell below "
-                        f"the confidence stop {policy.confidence_stop:g}")
+                which = "draft 1 is" if i == 0 else f"drafts 1–{i + 1} are all"
+                stop = (f"the draft's confidence that {which} accepted, {chain:.2f}, fell below the confidence "
+                        f"stop {policy.confidence_stop:g}")
                 break
     if not tokens:
         return Proposal([], None, None, times, len(times))

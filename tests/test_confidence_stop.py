@@ -40,9 +40,9 @@ def test_the_draft_stops_after_the_draft_where_the_chain_falls_below_the_thresho
     assert prop.tokens == [0, 1, 2][:drafted]
     assert len(prop.forward_ms) == prop.forwards == drafted        # no forward is run and then thrown away
     if drafted < 3:
-        chain = 0.9 if drafted == 1 else 0.45
-        assert prop.stop == (f"the draft's confidence that drafts 1–{drafted} are all accepted, {chain:.2f}, "
-                             f"fell below the confidence stop {stop:g}")
+        which, chain = ("draft 1 is", 0.9) if drafted == 1 else ("drafts 1–2 are all", 0.45)
+        assert prop.stop == (f"the draft's confidence that {which} accepted, {chain:.2f}, fell below the "
+                             f"confidence stop {stop:g}")
     else:
         assert prop.stop == ""
 

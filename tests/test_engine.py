@@ -213,6 +213,17 @@ def test_ngram_lookup():
     assert lookup_ngram(np.array([4, 4]), 2, max_ngram=3) == [4]
 
 
+def test_ngram_says_why_it_offers_fewer_than_k():
+    from specdec_core.drafters import DraftPolicy
+    policy = DraftPolicy(0.0, 0, 1.0, None, eos_token_id=0)
+    assert NGramDrafter().propose([1, 2, 3, 4], 3, policy).stop == "no n-gram match"
+    short = NGramDrafter().propose([1, 2, 3, 2], 5, policy)
+    assert short.tokens == [3, 2] and short.stop == "the match's source has only 2 token(s) after it"
+    eos = NGramDrafter().propose([1, 2, 0, 7, 2], 3, policy)
+    assert eos.tokens == [0] and eos.stop == "the copy reached the end-of-sequence token"
+    assert NGramDrafter().propose([5, 6, 7, 5, 6], 1, policy).stop == ""        # K drafts: nothing to say
+
+
 def test_ngram_trace_uses_point_mass(lms):
     cfg = SpecConfig(k=4, temperature=1.0, max_new_tokens=30, seed=2)
     trace = speculative_generate(lms[0], NGramDrafter(), PROMPT, cfg)
