@@ -56,7 +56,7 @@ OPEN_PROMPTS = (
     "Write a short poem about the sea at night.",
     "Give me three surprising facts about octopuses.",
 )
-DEFAULT_PROMPT = EXTRACTIVE_PROMPTS[0]
+DEFAULT_PROMPT = OPEN_PROMPTS[0]   # the default pair's kind of prompt: its draft learnt chat answers, not copying
 
 
 class Pool(Protocol):
@@ -433,7 +433,8 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(value=DEFAULT_PROMPT, label="prompt", lines=3, max_lines=12, elem_id="prompt")
-            gr.Examples(label="extractive / repetitive prompts (drafting shines) · open-ended ones (it does not)",
+            gr.Examples(label="extractive prompts (prompt lookup shines: it copies) · open-ended ones (where the "
+                              "trained drafts help: they learnt chat answers, not copying)",
                         examples=[[p] for p in EXTRACTIVE_PROMPTS + OPEN_PROMPTS], inputs=[prompt],
                         example_labels=[f"extractive: {p[:50]}…" for p in EXTRACTIVE_PROMPTS]
                         + [f"open-ended: {p[:50]}" for p in OPEN_PROMPTS])

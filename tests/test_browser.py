@@ -236,6 +236,11 @@ def _slider(pg, elem_id: str) -> int:
     return int(pg.evaluate(f"() => document.querySelector('#{elem_id} input[type=range]').value"))
 
 
+def _wait_for_anatomy(pg, iteration: int) -> None:
+    pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
+                         f"?.text || '').startsWith('Anatomy of iteration {iteration} —')")
+
+
 def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     """Replay shows the first example with every figure drawn; ← / → / Home / End step, Space plays and pauses."""
     pg = page
@@ -252,18 +257,23 @@ def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     assert "Space" in pg.inner_text("#replay-keys-hint")
 
     pg.click("#replay-note")                       # focus outside any field
+    n = int(pg.evaluate("() => document.querySelector('#replay-iteration input[type=range]').max"))
+    # each key's step is done when the anatomy (drawn last) shows it: a step still on its way would move the
+    # slider back after the next key
+    pg.keyboard.press("End")
+    _wait_for_anatomy(pg, n)
     pg.keyboard.press("Home")
-    pg.wait_for_function("() => document.querySelector('#replay-iteration input[type=range]').value === '1'")
+    _wait_for_anatomy(pg, 1)
+    assert _slider(pg, "replay-iteration") == 1
     pg.keyboard.press("ArrowRight")
     pg.wait_for_function("() => (document.querySelector('#replay-plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
                          ".startsWith('Iteration 2:')")
     assert _slider(pg, "replay-iteration") == 2
-    pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
-                         "?.text || '').startsWith('Anatomy of iteration 2')")   # drawn after plot-pq
+    _wait_for_anatomy(pg, 2)                       # drawn after plot-pq
     assert pg.get_attribute("#replay-tokens .sd-sel", "data-it") == "1"
     pg.keyboard.press("End")
-    n = int(pg.evaluate("() => document.querySelector('#replay-iteration input[type=range]').max"))
-    pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{n}'")
+    _wait_for_anatomy(pg, n)
+    assert _slider(pg, "replay-iteration") == n
 
     # typing in a field does not step
     pg.click("#replay-pace input[type=number]")
