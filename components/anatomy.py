@@ -137,11 +137,12 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     m = len(it.emitted)
     subtitle = (f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {m} token{'s' if m != 1 else ''} from ONE "
                 f"target forward ({it.verify_ms:.0f} ms)")
-    if it.draft_stop and n < it.k:
+    stopped = bool(it.draft_stop) and n < it.k
+    if stopped:
         subtitle += "<br>" + html.escape(f"Only {n} of K = {it.k} drafted: {it.draft_stop}.", quote=False)
     _layout(fig, f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}", height=HEIGHT, subtitle=subtitle,
             shapes=shapes, showlegend=False)
-    fig.update_layout(margin={"l": 150, "r": 20, "t": 95 if "<br>" in subtitle else 80, "b": 40})
+    fig.update_layout(margin={"l": 150, "r": 20, "t": 95 if stopped else 80, "b": 40})
     fig.update_xaxes(range=[-0.55, len(cols) - 0.45], tickvals=x, ticktext=cols, side="top", showgrid=False,
                      zeroline=False, title_text="")
     fig.update_yaxes(range=[0.45, N_STAGES + 0.55], tickvals=[rows[s] for s in range(N_STAGES)],

@@ -195,8 +195,8 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
                 stop = (f"the draft's confidence that {which} accepted, {chain:.2f}, fell below the confidence "
                         f"stop {policy.confidence_stop:g}")
                 break
-    if not tokens:
-        return Proposal([], None, None, times, len(times))
+    if not tokens:                                   # k <= 0
+        return Proposal([], None)
     draft_probs = torch.stack(qs) if qs else None
     raw = None
     if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from .drafters import DraftPolicy, Proposal
+from .trace import MAX_REASON
 
 ROW_SUM_TOL = {torch.float16: 2e-2, torch.bfloat16: 2e-2}   # others: 1e-3
-MAX_STOP_CHARS = 500                                          # a proposal's one-line stop reason (the trace's cap)
 
 
 class DrafterError(RuntimeError):
@@ -65,8 +65,8 @@ def check_proposal(prop: Any, k: int, vocab_size: int, device: torch.device, *, 
             fail(f"token {i} is {t!r} ({type(t).__name__}), not an int token id")
         if not 0 <= t < vocab_size:
             fail(f"token id {t} at position {i} is outside the vocabulary [0, {vocab_size})")
-    if not isinstance(prop.stop, str) or len(prop.stop) > MAX_STOP_CHARS:
-        fail(f"stop must be a string of at most {MAX_STOP_CHARS} characters, got {type(prop.stop).__name__}"
+    if not isinstance(prop.stop, str) or len(prop.stop) > MAX_REASON:
+        fail(f"stop must be a string of at most {MAX_REASON} characters, got {type(prop.stop).__name__}"
              + (f" of {len(prop.stop)}" if isinstance(prop.stop, str) else ""))
     for field in ("draft_probs", "raw_probs"):
         q = getattr(prop, field)

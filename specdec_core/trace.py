@@ -18,6 +18,7 @@ MAX_ITERATIONS = 10_000
 MAX_TOKENS = 20_000
 MAX_TOP = 64
 MAX_TEXT = 200_000
+MAX_REASON = 500          # an iteration's one-line reasons (k_reason, draft_stop)
 ALPHA_TOL = 1e-4
 
 
@@ -244,7 +245,7 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         k_reason=_get(d, "k_reason", where, str, True, ""), catchup_ms=_nonneg(d, "catchup_ms", where, True),
         draft_stop=_get(d, "draft_stop", where, str, True, ""))
     for name in ("k_reason", "draft_stop"):
-        if len(getattr(it, name)) > 500:
+        if len(getattr(it, name)) > MAX_REASON:
             _fail(f"{where}.{name}", "text too long")
     if not 0 <= it.k <= MAX_K:
         _fail(f"{where}.k", f"must be between 0 and {MAX_K}, got {it.k}")
