@@ -43,6 +43,8 @@ from .bench_measure import (ASSISTANT_FIELDS, Aggregate, BenchPrompt, Comparison
                             Runner, SideSummary, Spread, Stopwatch, aggregate, compare, first_difference, geomean,
                             hf_generate, interleave, ours_baseline, ours_speculative, output_mismatch, summarize)
 from .bench_models import early_exit_draft, tiny_realistic_pair  # noqa: F401
+from .bench_heldout import HeldoutSettings
+from .bench_prompts import PROMPTS, QUICK_PROMPTS  # noqa: F401
 from .bench_report import TARGETS, make_report, render_report, side_rows, write_json  # noqa: F401
 from .config import LIVE_CONFIDENCE_STOP, MAX_K, SpecConfig, recommended_config
 
@@ -54,43 +56,8 @@ PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
 NO_HF_PEER = ("feature",)             # reads the target's features: not an assistant_model ...
 MTP_PEER = ("feature",)               # ... but transformers' MTP loop runs it (one layer: K = 1; see mtp_peer)
 HF_DEFAULT_SCHEDULE_TOO = ("trained",)  # the shipped token draft is also run with transformers' default schedule
-OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K) and
+OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K + stop) and
                                            # with the Live tab's start (fixed K and the confidence stop)
-
-
-# --- prompts --------------------------------------------------------------------------------------
-
-_PASSAGE = ("The lighthouse on the northern cape was built in 1871 from granite quarried on the island "
-            "itself. Its lamp burned paraffin until 1923, when a diesel generator was installed, and the "
-            "last resident keeper left in 1989. Today the tower is automated, the keeper's cottage is a "
-            "small museum, and the path from the harbour to the cape takes about forty minutes on foot.")
-_CODE = ("def merge_sorted(left, right):\n"
-         "    result = []\n"
-         "    i = j = 0\n"
-         "    while i < len(left) and j < len(right):\n"
-         "        if left[i] <= right[j]:\n"
-         "            result.append(left[i])\n"
-         "            i += 1\n"
-         "        else:\n"
-         "            result.append(right[j])\n"
-         "            j += 1\n"
-         "    result.extend(left[i:])\n"
-         "    result.extend(right[j:])\n"
-         "    return result\n")
-_LIST = ("Monday: water the tomatoes and check the greenhouse vents.\n"
-         "Tuesday: order more seed trays and potting compost.\n"
-         "Wednesday: repair the fence by the compost heap.\n"
-         "Thursday: harvest the beans and freeze half of them.\n"
-         "Friday: clean the tools and sharpen the secateurs.")
-
-PROMPTS: tuple[BenchPrompt, ...] = (
-    BenchPrompt("copy-passage", "extractive", "Repeat the following text exactly, word for word:\n\n" + _PASSAGE),
-    BenchPrompt("copy-code", "extractive", "Repeat this Python function exactly:\n\n" + _CODE),
-    BenchPrompt("copy-list", "extractive", "Repeat this list exactly, line by line:\n\n" + _LIST),
-    BenchPrompt("story", "open-ended", "Write a short story about a robot who learns to paint."),
-    BenchPrompt("explain", "open-ended", "Explain how a refrigerator keeps food cold."),
-)
-QUICK_PROMPTS = ("copy-passage", "story")
 
 
 # --- the benchmark --------------------------------------------------------------------------------
@@ -114,6 +81,7 @@ class BenchSettings:
     theory_repeats: int = 2
     theory_h2h_repeats: int = 5
     theory_drafters: tuple[str, ...] = ("ngram", "self", "trained", "feature")
+    heldout: HeldoutSettings | None = HeldoutSettings()   # the shipped drafts on held-out prompts; None = skip
 
 
 @dataclass
@@ -308,14 +276,18 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
                                    for c in comps if "vs transformers" in c.label))
     report = make_report(s, machine, started, rows, comparisons)
     report["ours_default"] = {k: v for k, v in recommended_config(max_new_tokens=s.max_new_tokens).to_dict().items()
-                              if k in ("k", "k_policy", "temperature")}
+                              if k in ("k", "k_policy", "temperature", "confidence_stop")}
     if s.theory:
         from .bench_theory import TheorySettings, run_theory
         log("cost model and K policies ...")
         ts = TheorySettings(ks=s.theory_ks, max_new_tokens=s.theory_max_new_tokens, repeats=s.theory_repeats,
                             drafters=s.theory_drafters, h2h_repeats=s.theory_h2h_repeats)
         report["theory"] = run_theory(target, tok, [by_name[n] for n in s.prompts], ts, log)
-        report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    if s.heldout is not None:
+        from .bench_heldout import run_heldout
+        log("held-out prompts ...")
+        report["heldout"] = run_heldout(target, tok, s.heldout, log)
+    report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if profile:
         log("profiling ...")
         report["profile"] = profile_section(target, tok, s)
@@ -358,6 +330,9 @@ def validate_settings(s: BenchSettings) -> None:
         if s.theory_h2h_repeats < 0:
             raise ValueError(f"head-to-head repeats must be >= 0, got {s.theory_h2h_repeats}")
         SpecConfig(max_new_tokens=s.theory_max_new_tokens)
+    if s.heldout is not None:
+        from .bench_heldout import validate_heldout
+        validate_heldout(s.heldout)
 
 
 # --- profile --------------------------------------------------------------------------------------
@@ -401,8 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32",
                     help="float32 (default; greedy outputs then match token for token), bfloat16 or float16 "
                          "(batched and 1-token forwards may then differ in the last bits: ratios get refused)")
-    ap.add_argument("--only", choices=("compare", "theory"), default=None,
-                    help="run only the ours-vs-transformers groups or only the cost-model / K-policy sections")
+    ap.add_argument("--only", choices=("compare", "theory", "heldout"), default=None,
+                    help="run only the ours-vs-transformers groups, only the cost-model / K-policy sections or only "
+                         "the shipped drafts' speed on held-out prompts")
     ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
     ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (the Live tab's); quick 24")
     ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
@@ -411,6 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "sweep (default 5; quick 1; 0: ratios from the sweep)")
     ap.add_argument("--theory-drafters", default=None,
                     help="comma-separated drafters of the theory sections (default: all in bench_theory.DRAFTERS)")
+    ap.add_argument("--heldout-prompts", type=int, default=None, help="held-out prompts (default 10; quick 2)")
+    ap.add_argument("--heldout-seed", type=int, default=HeldoutSettings.seed, help="which held-out prompts")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap
@@ -424,7 +402,12 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         max_new_tokens=args.max_new_tokens if args.max_new_tokens is not None else (32 if args.quick else 96),
         ngram_k=args.ngram_k, draft_k=args.draft_k, pairs=tuple(p.strip() for p in args.pairs.split(",") if p.strip()),
         early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype,
-        compare=args.only != "theory", theory=args.only != "compare",
+        compare=args.only in (None, "compare"), theory=args.only in (None, "theory"),
+        heldout=HeldoutSettings(prompts=args.heldout_prompts if args.heldout_prompts is not None else (
+                                    2 if args.quick else HeldoutSettings.prompts),
+                                seed=args.heldout_seed, max_new_tokens=24 if args.quick else HeldoutSettings.max_new_tokens,
+                                repeats=1 if args.quick else HeldoutSettings.repeats)
+        if args.only in (None, "heldout") else None,
         theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
         theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
         theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
@@ -475,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
         if report.get("theory"):
             from .bench_theory import render_theory
             text += "\n\n" + render_theory(report["theory"])
+        if report.get("heldout"):
+            from .bench_heldout import render_heldout
+            text += "\n\n" + render_heldout(report["heldout"])
         report["markdown"] = text
         write_json(report, args.json)
     except (ValueError, RuntimeError, OSError) as e:

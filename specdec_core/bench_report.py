@@ -128,7 +128,7 @@ def render_report(report: dict) -> str:
     if report.get("ours_default"):
         d = report["ours_default"]
         out.append(f"\"ours default\" = config.recommended_config() (the CLI's defaults): K cap = {d.get('k')}, "
-                   f"k_policy = {d.get('k_policy')}, "
+                   f"k_policy = {d.get('k_policy')}, confidence stop = {d.get('confidence_stop', 0.0)} (model drafts), "
                    f"greedy; \"transformers default\" = generate(prompt_lookup_num_tokens=10) or "
                    f"generate(assistant_model=...) with its default schedule.")
     out.append("")
@@ -187,6 +187,8 @@ def render_report(report: dict) -> str:
 
 def _settings_line(s: dict) -> str:
     head = f"Settings: greedy, {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; "
+    if not s.get("compare", True) and not s.get("theory", True):   # the held-out part only: its line says it all
+        return head + "held-out part only (settings in its section)."
     if not s.get("compare", True):   # the theory part only: its own settings
         ks = s.get("theory_ks") or [0]
         return (head + f"theory part only: K = {min(ks)}…{max(ks)}, max_new_tokens={s.get('theory_max_new_tokens')}, "

@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from .config import MAX_K, MAX_NEW_TOKENS, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY, recommended_config
+from .config import (MAX_K, MAX_NEW_TOKENS, RECOMMENDED_CONFIDENCE_STOP, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY,
+                     recommended_config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,10 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--k-policy", default="", choices=("", "fixed", "heuristic", "cost"),
                     help="how K is chosen each iteration: fixed, heuristic (+2/-1) or cost (calibrated cost model; "
                          f"K is the maximum); default {RECOMMENDED_K_POLICY} (heuristic with --adaptive-k)")
-    ap.add_argument("--confidence-stop", type=float, default=0.0,
+    ap.add_argument("--confidence-stop", type=float, default=RECOMMENDED_CONFIDENCE_STOP,
                     help="a model draft stops drafting after a draft that takes its own confidence that all its "
-                         "drafts so far will be accepted below this (that draft is still offered); 0 = off (default), "
-                         "below 1")
+                         "drafts so far will be accepted below this (that draft is still offered); 0 = off, "
+                         f"below 1; default {RECOMMENDED_CONFIDENCE_STOP}")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")

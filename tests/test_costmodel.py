@@ -136,7 +136,8 @@ def test_config_k_policy_and_adaptive_k():
     with pytest.raises(ValueError, match="adaptive_k=True"):
         SpecConfig(adaptive_k=True, k_policy="cost")
     from specdec_core.config import recommended_config
-    assert (recommended_config().k, recommended_config().k_policy) == (10, "cost")
+    assert (recommended_config().k, recommended_config().k_policy, recommended_config().confidence_stop) == (10, "cost", 0.3)
+    assert recommended_config(confidence_stop=0.0).confidence_stop == 0.0
     assert recommended_config(k_policy="", k=3).k_policy == "cost"
     assert recommended_config(adaptive_k=True).k_policy == "heuristic"
     assert recommended_config(k_policy="fixed").k_policy == "fixed"

@@ -1,0 +1,66 @@
+"""The benchmark's held-out section: its settings and their checks, the sides it runs, its table, and one short
+real run of the shipped drafts on a held-out prompt (outputs identical to the baseline, a row per side)."""
+import pytest
+
+from specdec_core import bench
+from specdec_core.bench_heldout import (BASELINE, DRAFTS, HeldoutSettings, render_heldout, run_heldout,
+                                        setting_configs, validate_heldout)
+from specdec_core.config import LIVE_CONFIDENCE_STOP, recommended_config
+from specdec_core.distill.prompts import heldout_prompts, training_prompts
+
+
+def test_settings_cover_defaults_the_stop_and_the_live_start():
+    cfgs = setting_configs(48)
+    assert len(cfgs) == 3 and all(c.max_new_tokens == 48 for c in cfgs.values())
+    defaults, unstopped, live = cfgs.values()
+    assert defaults == recommended_config(max_new_tokens=48)
+    assert (defaults.k_policy, defaults.confidence_stop) == ("cost", LIVE_CONFIDENCE_STOP)
+    assert (unstopped.k_policy, unstopped.confidence_stop) == ("cost", 0.0)
+    assert (live.k_policy, live.k, live.confidence_stop) == ("fixed", 4, LIVE_CONFIDENCE_STOP)
+
+
+def test_heldout_prompts_are_not_training_prompts():
+    assert not set(heldout_prompts(40, seed=HeldoutSettings.seed)) & set(training_prompts(4000))
+
+
+@pytest.mark.parametrize("bad, message", [(dict(prompts=0), "held-out prompts"), (dict(prompts=10**6), "held-out prompts"),
+                                          (dict(repeats=0), "repeats"), (dict(drafts=("self",)), "held-out draft"),
+                                          (dict(drafts=()), "held-out draft"), (dict(max_new_tokens=0), "max_new_tokens")])
+def test_bad_settings_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        validate_heldout(HeldoutSettings(**bad))
+
+
+def test_cli_only_heldout(capsys):
+    s = bench.settings_from_args(bench.build_parser().parse_args(["--only", "heldout", "--heldout-prompts", "4"]))
+    assert (s.compare, s.theory, s.heldout.prompts, s.heldout.seed) == (False, False, 4, HeldoutSettings.seed)
+    assert bench.settings_from_args(bench.build_parser().parse_args(["--only", "compare"])).heldout is None
+    quick = bench.settings_from_args(bench.build_parser().parse_args(["--quick"])).heldout
+    assert (quick.prompts, quick.repeats) == (2, 1)
+    assert bench.main(["--only", "heldout", "--heldout-prompts", "0"]) == 2     # refused before any model loads
+    assert "held-out prompts" in capsys.readouterr().err
+
+
+def test_render_marks_goals_refusals_and_sides_without_drafts():
+    section = {"settings": {"prompts": 2, "seed": 23, "max_new_tokens": 64, "repeats": 3},
+               "rows": [{"side": "feature: defaults", "speedup": 1.31, "lo": 1.1, "hi": 1.5, "goal": ">= 1.30",
+                         "met": True, "acceptance": 0.41, "tokens_per_iteration": 1.6},
+                        {"side": "trained: defaults", "speedup": None, "lo": None, "hi": None, "goal": ">= 1.30",
+                         "met": None, "acceptance": None, "tokens_per_iteration": 1.0}],
+               "refusals": ["heldout-2: trained: defaults: outputs differ at token 3"]}
+    text = render_heldout(section)
+    assert "| feature: defaults | 1.31x [1.10–1.50] | >= 1.30 | yes | 0.41 | 1.60 |" in text
+    assert "| trained: defaults | refused | >= 1.30 | not measured | no drafts | 1.00 |" in text
+    assert "outputs differ at token 3" in text and "seed=23" in text
+
+
+def test_a_short_real_run(bundled):
+    target, tok = bundled
+    hs = HeldoutSettings(prompts=1, max_new_tokens=6, repeats=1)
+    section = run_heldout(target, tok, hs, log=lambda _: None)
+    sides = [r["side"] for r in section["rows"]]
+    assert sides == [f"{d}: {label}" for d in DRAFTS for label in setting_configs(6)]
+    assert not section["refusals"] and BASELINE not in sides
+    assert all(r["speedup"] > 0 and r["prompts"] == 1 for r in section["rows"])
+    assert section["prompts"] == heldout_prompts(1, seed=hs.seed)
+    assert render_heldout(section).count("\n| ") == len(sides) + 1
