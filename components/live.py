@@ -20,7 +20,7 @@ from specdec_core import (MAX_K, PRESETS, LoadedModel, NGramDrafter, SpecConfig,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
 from specdec_core.config import K_POLICIES, LIVE_CONFIDENCE_STOP
 from specdec_core.drafters import model_drafter
-from specdec_core.models import FairLock
+from specdec_core.model_pool import FairLock
 from specdec_core.trained_draft import SHIPPED, shipped_draft_for
 
 from .context import AppContext

@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import LoadedModel
-from specdec_core.models import make_drafter
+from specdec_core.model_pool import make_drafter
 from specdec_core.sweeps import KSweep, k_sweep
 
 from .gpu import gpu_task

@@ -5,8 +5,8 @@ from .config import MAX_K, MAX_NEW_TOKENS, SpecConfig
 from .drafters import Drafter, DraftPolicy, ModelDrafter, NGramDrafter, Proposal
 from .engine import baseline_generate, speculative_generate, stream_baseline, stream_speculative, warm_up
 from .feature_draft import FeatureDraft, FeatureDrafter, load_feature_draft
-from .models import (PRESETS, LoadedModel, ModelPool, check_tokenizer_compat, encode_prompt, load_bundled_model,
-                     load_model)
+from .model_pool import LoadedModel, ModelPool
+from .models import PRESETS, check_tokenizer_compat, encode_prompt, load_bundled_model, load_model
 from .trace import BaselineResult, Trace
 from .trained_draft import DraftFilesError, load_bundled_draft
 

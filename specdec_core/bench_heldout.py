@@ -12,7 +12,8 @@ to that round's baseline, refused unless its output equals the baseline's token 
 float32); the figure is the geometric mean over prompts, with the min–max over every round.
 
 Settings: our defaults (``config.recommended_config()``: cost-aware K and the confidence stop), the same
-without the stop, and the Live tab's start (fixed K = ``LIVE_K`` + the stop).
+without the stop, and the Live tab's start (fixed K = ``LIVE_K`` + the stop); prompt lookup, for comparison,
+with our defaults only (it has no confidence to stop on, and fixed K is not how it is meant to run).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 from .bench_measure import BenchPrompt, Comparison, aggregate, compare, interleave, ours_baseline, ours_speculative
 from .config import LIVE_CONFIDENCE_STOP, SpecConfig, recommended_config
 
-DRAFTS = ("feature", "trained")
+DRAFTS = ("feature", "trained", "ngram")   # the shipped drafts, and prompt lookup for comparison
 LIVE_K = 4
 SPEEDUP_GOAL = 1.30      # the trained draft's goal on open-ended prompts (our defaults)
 BASELINE = "ours target-only"
@@ -67,10 +68,10 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
                 log: Callable[[str], None] = print) -> dict:
     """Measure every (draft, setting) side against the baseline on ``hs.prompts`` held-out prompts."""
     from .distill.prompts import heldout_prompts
-    from .drafters import model_drafter
+    from .drafters import NGramDrafter, model_drafter
     from .models import encode_prompt
     from .trained_draft import shipped_draft_for
-    drafts = {key: shipped_draft_for(key, target) for key in hs.drafts}
+    drafts = {key: shipped_draft_for(key, target) for key in hs.drafts if key != "ngram"}
     configs = setting_configs(hs.max_new_tokens)
     comparisons: list[Comparison] = []
     stats: dict[str, list[tuple[int, int, int, int]]] = {}     # side -> (drafted, accepted, tokens, iterations)
@@ -83,6 +84,9 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
             for label, cfg in configs.items():
                 runners[f"{key}: {label}"] = ours_speculative(target, lambda d=draft: model_drafter(d), ids, cfg,
                                                               tokenizer, {"target": target, "draft": draft})
+        if "ngram" in hs.drafts:
+            runners["ngram: defaults"] = ours_speculative(target, NGramDrafter, ids, configs["defaults"], tokenizer,
+                                                          {"target": target})
         results = interleave(runners, hs.repeats, warmup=i == 1)
         for side in runners:
             if side == BASELINE:
@@ -94,7 +98,8 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
             f"{c.a} {c.ratio.median:.2f}x" if c.ratio else f"{c.a} REFUSED" for c in comparisons[-len(runners) + 1:]))
     rows = []
     for side, runs in stats.items():
-        agg = aggregate(comparisons, "heldout", side, at_least=SPEEDUP_GOAL if side.endswith(": defaults") else None)
+        goal = side.endswith(": defaults") and not side.startswith("ngram")
+        agg = aggregate(comparisons, "heldout", side, at_least=SPEEDUP_GOAL if goal else None)
         drafted, accepted, tokens, iterations = (sum(x) for x in zip(*runs))
         rows.append({"side": side, "speedup": agg.ratio, "lo": agg.lo, "hi": agg.hi, "prompts": agg.prompts,
                      "refused": agg.refused, "goal": agg.goal, "met": agg.met,

@@ -65,7 +65,8 @@ def summary_lines(trace, baseline=None) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import baseline_generate, speculative_generate, warm_up
-    from .models import ModelPool, encode_prompt, make_drafter, validate_model_id
+    from .model_pool import ModelPool, make_drafter
+    from .models import encode_prompt, validate_model_id
     cfg = recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                              max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
                              k_policy=args.k_policy, confidence_stop=args.confidence_stop)

@@ -21,7 +21,8 @@ import torch
 from .config import MAX_K, SpecConfig
 from .drafters import ModelDrafter, NGramDrafter, model_drafter
 from .engine import as_drafter, baseline_generate, speculative_generate, warm_up
-from .models import LoadedModel, ModelPool, check_tokenizer_compat
+from .model_pool import LoadedModel, ModelPool
+from .models import check_tokenizer_compat
 from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
 from .trace import Trace

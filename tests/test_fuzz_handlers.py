@@ -23,7 +23,7 @@ from components.viewer import step_view
 from conftest import make_tiny_lm
 from specdec_core import LoadedModel, Trace
 from specdec_core.fuzz import file_payloads, names_field, run_cases, step_cases
-from specdec_core.models import FairLock
+from specdec_core.model_pool import FairLock
 
 N_RUN, N_STEP, N_UPLOAD, N_PAIR, N_EXAMPLE = 700, 160, 240, 40, 20
 MAX_ACCEPTED_RUNS = 40     # of the generated run cases that must not be refused, only this many are run
