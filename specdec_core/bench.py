@@ -1,6 +1,7 @@
 """Benchmark: this engine against transformers' own assisted generation, measured side by side.
 
-    python -m specdec_core.bench              # full run (≈ 40 minutes on 2 idle CPU cores: compare 16, theory 23)
+    python -m specdec_core.bench              # full run (compare 16 and theory 23 minutes on 2 idle CPU cores;
+                                              # held-out 22 on a slow day: bench_heldout)
     python -m specdec_core.bench --quick      # smoke test: 2 prompts, short outputs, 2 rounds
     python -m specdec_core.bench --json out.json --repeats 5
 

@@ -28,7 +28,7 @@ from .config import LIVE_CONFIDENCE_STOP, SpecConfig, recommended_config
 
 DRAFTS = ("feature", "trained", "ngram")   # the shipped drafts, and prompt lookup for comparison
 LIVE_K = 4
-SPEEDUP_GOAL = 1.30      # the trained draft's goal on open-ended prompts (our defaults)
+SPEEDUP_GOAL = 1.30      # a trained draft's speedup goal on open-ended prompts, with our defaults
 BASELINE = "ours target-only"
 
 
