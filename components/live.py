@@ -397,11 +397,12 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
                       gr.DownloadButton(value=path, interactive=True))
 
 
-def stop_live(control: dict | None) -> str:
-    """Stop handler: the running generator sees the flag after its current iteration and ends cleanly."""
+def stop_live(control: dict | None) -> None:
+    """Stop handler: the running generator sees the flag after its current iteration and ends cleanly, saying
+    so on the status line. It writes no status itself: its reply can arrive after the run's last frame, and
+    a late "Stopping…" would then hide "Stopped" for good (seen in the browser test on a slow machine)."""
     if control is not None:
         control["stop"] = True
-    return _status("Stopping after the current step…")
 
 
 def step_live(trace_dict: dict | None, value: float | None, delta: int, control: dict | None) -> tuple:
@@ -479,7 +480,7 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
-    stop_btn.click(stop_live, inputs=[control], outputs=[status], queue=False)
+    stop_btn.click(stop_live, inputs=[control], outputs=None, queue=False)
     viewer.wire_steps(step_live, ctx.latest_trace, extra=[control])
     return viewer
 

@@ -171,7 +171,8 @@ def test_stop_keeps_what_was_produced(page):
                          timeout=90_000)
     pg.click("#stop")
     pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Stopped')",
-                         timeout=60_000)
+                         timeout=60_000, polling=250)
+    pg.wait_for_selector("#plot-race .js-plotly-plot")
     assert "stopped by you" in pg.inner_text("#summary")
     kept = pg.locator("#tokens .sd-stream .sd-it").count()
     assert 1 <= kept < 150
