@@ -44,7 +44,7 @@ from .bench_measure import (ASSISTANT_FIELDS, Aggregate, BenchPrompt, Comparison
                             Runner, SideSummary, Spread, Stopwatch, aggregate, compare, first_difference, geomean,
                             hf_generate, interleave, ours_baseline, ours_speculative, output_mismatch, summarize)
 from .bench_models import early_exit_draft, tiny_realistic_pair  # noqa: F401
-from .bench_heldout import HeldoutSettings
+from .bench_heldout import HeldoutSettings, render_heldout, run_heldout, validate_heldout
 from .bench_prompts import PROMPTS, QUICK_PROMPTS  # noqa: F401
 from .bench_report import TARGETS, make_report, render_report, side_rows, write_json  # noqa: F401
 from .config import LIVE_CONFIDENCE_STOP, MAX_K, SpecConfig, recommended_config
@@ -285,7 +285,6 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
                             drafters=s.theory_drafters, h2h_repeats=s.theory_h2h_repeats)
         report["theory"] = run_theory(target, tok, [by_name[n] for n in s.prompts], ts, log)
     if s.heldout is not None:
-        from .bench_heldout import run_heldout
         log("held-out prompts ...")
         report["heldout"] = run_heldout(target, tok, s.heldout, log)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -332,7 +331,6 @@ def validate_settings(s: BenchSettings) -> None:
             raise ValueError(f"head-to-head repeats must be >= 0, got {s.theory_h2h_repeats}")
         SpecConfig(max_new_tokens=s.theory_max_new_tokens)
     if s.heldout is not None:
-        from .bench_heldout import validate_heldout
         validate_heldout(s.heldout)
 
 
@@ -404,11 +402,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         ngram_k=args.ngram_k, draft_k=args.draft_k, pairs=tuple(p.strip() for p in args.pairs.split(",") if p.strip()),
         early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype,
         compare=args.only in (None, "compare"), theory=args.only in (None, "theory"),
-        heldout=HeldoutSettings(prompts=args.heldout_prompts if args.heldout_prompts is not None else (
-                                    2 if args.quick else HeldoutSettings.prompts),
-                                seed=args.heldout_seed, max_new_tokens=24 if args.quick else HeldoutSettings.max_new_tokens,
-                                repeats=1 if args.quick else HeldoutSettings.repeats)
-        if args.only in (None, "heldout") else None,
+        heldout=_heldout_settings(args) if args.only in (None, "heldout") else None,
         theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
         theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
         theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
@@ -417,6 +411,13 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         if args.theory_drafters else _all_drafters())
     validate_settings(s)
     return s
+
+
+def _heldout_settings(args: argparse.Namespace) -> HeldoutSettings:
+    quick = HeldoutSettings(prompts=2, max_new_tokens=24, repeats=1) if args.quick else HeldoutSettings()
+    prompts = args.heldout_prompts if args.heldout_prompts is not None else quick.prompts
+    return HeldoutSettings(prompts=prompts, seed=args.heldout_seed, max_new_tokens=quick.max_new_tokens,
+                           repeats=quick.repeats)
 
 
 def _all_drafters() -> tuple[str, ...]:
@@ -460,7 +461,6 @@ def main(argv: list[str] | None = None) -> int:
             from .bench_theory import render_theory
             text += "\n\n" + render_theory(report["theory"])
         if report.get("heldout"):
-            from .bench_heldout import render_heldout
             text += "\n\n" + render_heldout(report["heldout"])
         report["markdown"] = text
         write_json(report, args.json)

@@ -88,14 +88,14 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
             runners["ngram: defaults"] = ours_speculative(target, NGramDrafter, ids, configs["defaults"], tokenizer,
                                                           {"target": target})
         results = interleave(runners, hs.repeats, warmup=i == 1)
-        for side in runners:
-            if side == BASELINE:
-                continue
-            comparisons.append(compare("heldout", side, side, BASELINE, prompt, results))
+        sides = [side for side in runners if side != BASELINE]
+        comps = [compare("heldout", side, side, BASELINE, prompt, results) for side in sides]
+        for side in sides:
             stats.setdefault(side, []).extend((r.drafted or 0, r.accepted or 0, len(r.tokens), r.iterations or 1)
                                               for r in results[side])
+        comparisons += comps
         log(f"  heldout-{i}/{len(texts)}: " + "; ".join(
-            f"{c.a} {c.ratio.median:.2f}x" if c.ratio else f"{c.a} REFUSED" for c in comparisons[-len(runners) + 1:]))
+            f"{c.a} {c.ratio.median:.2f}x" if c.ratio else f"{c.a} REFUSED" for c in comps))
     rows = []
     for side, runs in stats.items():
         goal = side.endswith(": defaults") and not side.startswith("ngram")
