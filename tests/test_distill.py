@@ -105,3 +105,25 @@ def test_broken_files_are_named(tiny_target, tmp_path):
         load_bundled_draft(tiny_target, str(tmp_path / "nowhere"))
     card = json.loads((tmp_path / "draft_card.json").read_text())
     assert card["files"] == files
+
+
+def test_features_recorded_while_generating_equal_a_teacher_forced_pass(bundled):
+    """The data stage's features come from the generation itself (a hook on the final norm): they must be the
+    teacher-forced features of the same text, at every position, also when an EOS ends the whole batch."""
+    from specdec_core.distill.data import generate_dataset
+    from specdec_core.distill.features import target_features
+    target, tok = bundled
+    # batch 0 (greedy) ends by EOS before 12 tokens ("No." and "2 + 2 = 4"); batch 1 (sampled) runs on
+    prompts = ["Is the sky blue? Yes or no.", "What is 2+2? Answer with a number only.", "Say hi.", "Name a color."]
+    feats: list[torch.Tensor] = []
+    data = generate_dataset(target, tok, prompts, 12, 2, seed=0, features=feats)
+    plain = generate_dataset(target, tok, prompts, 12, 2, seed=0)
+    assert len(data) == len(feats) == len(plain) == 4
+    ended_early = 0
+    for e, f, p, ref in zip(data, feats, plain, target_features(target, data)):
+        assert p.ids[:len(e.ids)] == e.ids and len(e.ids) >= len(p.ids) - 1   # at most the batch-ending EOS dropped
+        assert f.shape == ref.shape == (len(e.ids), target.config.hidden_size)
+        assert torch.allclose(f.float(), ref.float(), atol=0.02, rtol=1e-3)
+        assert len(e.top_ids) == len(e.ids) - e.prompt_len
+        ended_early += len(e.ids) - e.prompt_len < 12
+    assert ended_early >= 2                      # the EOS path was exercised

@@ -1,9 +1,9 @@
 """``python -m specdec_core.distill``: train the bundled draft from scratch, offline, seeded.
 
 Three stages, each with a progress bar and an ETA on stderr:
- 1. data     - the target answers the training prompts; its top-32 log-probs are kept per position
+ 1. data     - the target answers the training prompts; its top-32 log-probs are kept per position,
+               and its last hidden states (the feature design's inputs), recorded while it generates
                (cached under --work-dir, keyed by the data settings, so a retrain can skip it);
-               the feature design also keeps the target's last hidden states (one teacher-forced pass);
  2. train    - the draft's layers (initialised from the target's) are distilled towards those labels;
  3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine, drafting
                K tokens and with the Live tab's confidence stop (``--stage measure`` runs it alone).
@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from .prompts import N_TRAINING_PROMPTS
+
 ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets")
 DEFAULT_OUT = {"token": os.path.join(ASSETS, "smollm2_draft"), "feature": os.path.join(ASSETS, "smollm2_feature_draft")}
 
@@ -30,13 +32,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="folder for the weights and the card (default: the shipped one)")
     ap.add_argument("--work-dir", default=".distill_cache", help="cache for the generated data")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prompts", type=int, default=1024, help="training prompts")
-    ap.add_argument("--max-new-tokens", type=int, default=160, help="longest training response")
-    ap.add_argument("--batch-size", type=int, default=32, help="generation batch")
+    ap.add_argument("--prompts", type=int, default=N_TRAINING_PROMPTS,
+                    help=f"training prompts (at most {N_TRAINING_PROMPTS}, every template × topic pair)")
+    ap.add_argument("--max-new-tokens", type=int, default=80, help="longest training response")
+    ap.add_argument("--batch-size", type=int, default=128, help="generation batch")
     ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from "
                     "(the feature design uses the last one)")
     ap.add_argument("--vocab", type=int, default=16384, help="draft head size (most frequent training tokens)")
-    ap.add_argument("--epochs", type=float, default=8.0)
+    ap.add_argument("--epochs", type=float, default=5.0)
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 2e-3 feature, 5e-4 token)")
     ap.add_argument("--batch-tokens", type=int, default=None,
                     help="padded tokens per training batch (default: 1024 feature, 4096 token)")
@@ -60,42 +63,44 @@ def _bar(total: int, desc: str):
 
 def _data_key(args: argparse.Namespace) -> tuple[dict, str]:
     key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
-           "seed": args.seed, "version": 1}
+           "seed": args.seed, "version": 2}
     return key, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _cache_paths(args: argparse.Namespace) -> tuple[str, str]:
+    digest = _data_key(args)[1]
+    return os.path.join(args.work_dir, f"data-{digest}.pt"), os.path.join(args.work_dir, f"features-{digest}.pt")
+
+
 def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[list, dict]:
+    """The training data (and, cached beside it, the target's features, recorded while generating)."""
     import torch
     from .data import generate_dataset
     from .prompts import training_prompts
-    key, digest = _data_key(args)
-    path = os.path.join(args.work_dir, f"data-{digest}.pt")
+    key = _data_key(args)[0]
+    path, features_path = _cache_paths(args)
     if os.path.exists(path):
         blob = torch.load(path, weights_only=False)
         return blob["data"], blob["info"]
     prompts = training_prompts(args.prompts, seed=args.seed)
     t0 = time.time()
-    with _bar(args.prompts * args.max_new_tokens, "1/3 data (upper bound)") as bar:
+    features: list = []
+    with _bar(len(prompts) * args.max_new_tokens, "1/3 data (upper bound)") as bar:
         data = generate_dataset(target, tokenizer, prompts, args.max_new_tokens, args.batch_size, args.seed,
-                                on_batch=lambda n: bar.update(args.batch_size * args.max_new_tokens))
+                                on_batch=lambda n: bar.update(args.batch_size * args.max_new_tokens),
+                                features=features)
     info = {**key, "response_tokens": sum(len(e.ids) - e.prompt_len for e in data), "examples": len(data),
             "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.work_dir, exist_ok=True)
+    torch.save(features, features_path)
     torch.save({"data": data, "info": info}, path)
     return data, info
 
 
-def load_or_compute_features(args: argparse.Namespace, target, data: list) -> list:
-    """The target's features for every example (feature design only), cached beside the data."""
+def load_features(args: argparse.Namespace) -> list:
+    """The target's features for every example (feature design only), saved by the data stage."""
     import torch
-    from .features import target_features
-    path = os.path.join(args.work_dir, f"features-{_data_key(args)[1]}.pt")
-    if os.path.exists(path):
-        return torch.load(path, weights_only=True)
-    with _bar(sum(len(e.ids) for e in data), "1b/3 target features") as bar:
-        features = target_features(target, data, on_batch=bar.update)
-    torch.save(features, path)
-    return features
+    return torch.load(_cache_paths(args)[1], weights_only=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {data_info}", file=sys.stderr)
     if args.stage == "data":
         return 0
-    features = load_or_compute_features(args, target, data) if args.design == "feature" else None
+    features = load_features(args) if args.design == "feature" else None
     from .pipeline import train_and_save
     card = train_and_save(args, target, tokenizer, data, data_info, t_start, bar=_bar, features=features)
     print(json.dumps(card["measured"], indent=1))

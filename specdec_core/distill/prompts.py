@@ -83,6 +83,9 @@ HELDOUT_TOPICS = (
 )
 
 
+N_TRAINING_PROMPTS = len(TRAIN_TEMPLATES) * len(TRAIN_TOPICS)
+
+
 def _pairs(templates: tuple[str, ...], topics: tuple[str, ...], n: int, seed: int) -> list[str]:
     pairs = [tpl.format(t=topic) for tpl in templates for topic in topics]
     random.Random(seed).shuffle(pairs)

@@ -74,7 +74,8 @@ def _collate(data: list[Example], idx: list[int], to_draft: torch.Tensor, pad: i
 
 def distill_loss(draft: torch.nn.Module, data: list[Example], idx: list[int], to_draft: torch.Tensor,
                  pad: int) -> torch.Tensor:
-    ids, mask, rows, cols, slot, p = _collate(data, idx, to_draft, pad)
+    dev = draft.lm_head.weight.device
+    ids, mask, rows, cols, slot, p = (t.to(dev) for t in _collate(data, idx, to_draft, pad))
     hidden = draft.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
     logq = torch.log_softmax(draft.draft_logits(hidden[rows, cols]).float(), dim=-1)   # (M, N)
     return -(p * logq.gather(1, slot)).sum(-1).mean()
@@ -86,7 +87,7 @@ def step1_agreement(draft: torch.nn.Module, heldout: list[Example], pad: int) ->
     tokens outside the draft vocabulary count as misses) is the target's token, given the target's prefix."""
     hits = total = 0
     for e in heldout:
-        x = torch.tensor([e.ids])
+        x = torch.tensor([e.ids], device=draft.lm_head.weight.device)
         logits = draft(input_ids=x, use_cache=False).logits[0]
         n = len(e.ids) - e.prompt_len
         pred = logits[e.prompt_len - 1: e.prompt_len - 1 + n].argmax(-1)

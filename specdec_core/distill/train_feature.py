@@ -28,7 +28,7 @@ def _padded_features(features: list[torch.Tensor], idx: list[int], width: int) -
 
 def _passes(draft: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor, unroll: bool):
     """Pass 1 on the target's features; pass 2 (optional) on the draft's own pass-1 guesses of them."""
-    pos = torch.arange(ids.shape[1] - 1)[None].expand(ids.shape[0], -1)
+    pos = torch.arange(ids.shape[1] - 1, device=ids.device)[None].expand(ids.shape[0], -1)
     out1 = draft(ids[:, 1:], feats[:, :-1], pos)                           # (B, W-1, H): f̂_{t+1}
     if not unroll:
         return out1, None
@@ -38,8 +38,9 @@ def _passes(draft: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor, unro
 
 def feature_loss(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], idx: list[int],
                  to_draft: torch.Tensor, pad: int, feat_weight: float, unroll_weight: float) -> torch.Tensor:
-    ids, mask, rows, cols, slot, p = _collate(data, idx, to_draft, pad)
-    feats = _padded_features(features, idx, ids.shape[1])
+    dev = draft.lm_head.weight.device
+    ids, mask, rows, cols, slot, p = (t.to(dev) for t in _collate(data, idx, to_draft, pad))
+    feats = _padded_features(features, idx, ids.shape[1]).to(dev)
     outs = _passes(draft, ids, feats, unroll_weight > 0)
     valid = mask[:, 1:].bool()                                              # f_{t+1} exists
     total = torch.zeros(())
@@ -58,15 +59,16 @@ def feature_agreement(draft: torch.nn.Module, heldout: list[Example], features: 
     """Step-1 agreement (draft argmax == the target's greedy token, true features; tokens outside the draft
     vocabulary count as misses) and step-2 agreement where step 1 at the previous position was right."""
     hits1 = total1 = hits2 = total2 = 0
+    dev = draft.lm_head.weight.device
     for e, f in zip(heldout, features):
-        ids = torch.tensor([e.ids])
-        out1, out2 = _passes(draft, ids, f.float()[None], unroll=True)
-        t = torch.arange(e.prompt_len - 2, len(e.ids) - 2)                  # outputs predicting the response
+        ids = torch.tensor([e.ids], device=dev)
+        out1, out2 = _passes(draft, ids, f.float()[None].to(dev), unroll=True)
+        t = torch.arange(e.prompt_len - 2, len(e.ids) - 2, device=dev)                 # outputs predicting the response
         gold = ids[0, t + 2]
         ok1 = draft.full_logits(out1[0, t]).argmax(-1) == gold
         ok2 = draft.full_logits(out2[0, t]).argmax(-1) == gold
         hits1, total1 = hits1 + int(ok1.sum()), total1 + len(t)
-        prev_ok = torch.cat([torch.zeros(1, dtype=torch.bool), ok1[:-1]])   # step 1 right one position earlier
+        prev_ok = torch.cat([torch.zeros(1, dtype=torch.bool, device=dev), ok1[:-1]])   # step 1 right one position earlier
         hits2, total2 = hits2 + int((ok2 & prev_ok).sum()), total2 + int(prev_ok.sum())
     return hits1 / max(total1, 1), hits2 / max(total2, 1)
 
