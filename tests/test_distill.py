@@ -127,3 +127,17 @@ def test_features_recorded_while_generating_equal_a_teacher_forced_pass(bundled)
         assert len(e.top_ids) == len(e.ids) - e.prompt_len
         ended_early += len(e.ids) - e.prompt_len < 12
     assert ended_early >= 2                      # the EOS path was exercised
+
+
+def test_recipe_search_cuts_answers_and_refuses_unknown_variants(capsys):
+    from specdec_core.distill.recipe_search import VARIANTS, _cut, main
+    e = Example([1, 2, 3, 4, 5, 6], 2, torch.arange(8, dtype=torch.int32).view(4, 2), torch.zeros((4, 2)))
+    f = torch.arange(6.0)[:, None]
+    cut, cut_f = _cut(e, f, 3)
+    assert cut.ids == [1, 2, 3, 4, 5] and cut.prompt_len == 2 and cut.top_ids.tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert cut_f.flatten().tolist() == [0, 1, 2, 3, 4]                    # a feature for every kept position
+    assert _cut(e, f, 0)[0] is e and _cut(e, f, 9)[0] is e                # 0 = whole answer; short answers stay
+    with pytest.raises(SystemExit):
+        main(["--only", "no-such-variant"])
+    assert "unknown variant(s) no-such-variant" in capsys.readouterr().err
+    assert all(len(spec) == 9 for spec in VARIANTS.values())

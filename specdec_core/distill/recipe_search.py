@@ -1,0 +1,131 @@
+"""``python -m specdec_core.distill.recipe_search``: which feature-draft recipe buys the most acceptance.
+
+How the recipe of ``python -m specdec_core.distill`` was chosen. One data stage, then many trainings of
+the feature draft on subsets of that data, each in its own process (they share one GPU well: each is
+small), all scored on the same held-out answers:
+
+ 1. data - the target answers every training prompt twice, up to 160 tokens: pass A alternates greedy
+           and sampled batches (as the distill command does), pass B samples every answer (T 0.8, top-p
+           0.95); the target's features by one teacher-forced pass; held-out greedy answers (64 tokens)
+           to every held-out prompt (``prompts.heldout_prompts``: templates and topics never trained on).
+ 2. each variant (``VARIANTS``: which answers, how many prompts, answers cut to their first N tokens,
+    epochs, learning rate, the loss weights, the draft vocabulary, tokens per batch) trains a fresh
+    draft and writes its step-1 / step-2 agreement curve (``train_feature.feature_agreement``) as JSON.
+
+Made for a GPU (``--device cuda``: the data stage then takes about 3 minutes, each variant 2–6 minutes
+when 14 run at once); on this project's 2-core CPU the same work would take days. Nothing here is used by
+the product; the training command's defaults cite what it measured (README, "The trained drafts").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+#        name: (answers, prompts, cut to N answer tokens (0: whole), epochs, lr, feature-loss weight,
+#               unrolled-pass weight, draft vocabulary, tokens per batch)
+VARIANTS: dict[str, tuple[str, int, int, float, float, float, float, int, int]] = {
+    "shipped-2026-11-23": ("A", 1024, 0, 8, 2e-3, 1.0, 0.5, 16384, 1024),
+    "2k-prompts-e4": ("A", 2048, 0, 4, 2e-3, 1.0, 0.5, 16384, 1024),
+    "2k-prompts-e8": ("A", 2048, 0, 8, 2e-3, 1.0, 0.5, 16384, 1024),
+    "all-prompts-e3": ("A", 4212, 0, 3, 2e-3, 1.0, 0.5, 16384, 1024),
+    "all-prompts-e5": ("A", 4212, 0, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "all-prompts-80tok-e5": ("A", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "all-prompts-e3-lr4e-3": ("A", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 1024),
+    "all-prompts-e3-featloss0.1": ("A", 4212, 0, 3, 2e-3, 0.1, 0.5, 16384, 1024),
+    "all-prompts-e3-unroll1": ("A", 4212, 0, 3, 2e-3, 1.0, 1.0, 16384, 1024),
+    "all-prompts-e3-vocab32k": ("A", 4212, 0, 3, 2e-3, 1.0, 0.5, 32768, 1024),
+    "all-prompts-e3-batch4k": ("A", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 4096),
+    "two-answers-e2": ("AB", 4212, 0, 2, 2e-3, 1.0, 0.5, 16384, 1024),
+    "two-answers-e3-lr4e-3": ("AB", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 1024),
+    "two-answers-e4": ("AB", 4212, 0, 4, 2e-3, 1.0, 0.5, 16384, 1024),
+}
+
+
+def _load_target(device: str):
+    from ..models import load_bundled_model
+    target, tok = load_bundled_model(device, dtype=torch.float32)
+    return target.requires_grad_(False), tok
+
+
+def stage_data(work_dir: str, device: str) -> None:
+    from .data import generate_batch, generate_dataset
+    from .features import target_features
+    from .prompts import N_TRAINING_PROMPTS, heldout_prompts, training_prompts
+    target, tok = _load_target(device)
+    prompts, batch = training_prompts(N_TRAINING_PROMPTS, seed=0), 256
+    a = generate_dataset(target, tok, prompts, 160, batch, seed=0)
+    b = [ex for i, s in enumerate(range(0, len(prompts), batch))
+         for ex in generate_batch(target, tok, prompts[s:s + batch], 160, sampled=True, seed=1_000_003 + i)]
+    held = generate_dataset(target, tok, heldout_prompts(96), 64, 96, seed=7)
+    feats = {k: target_features(target, v, tokens_per_batch=65536) for k, v in (("A", a), ("B", b), ("held", held))}
+    os.makedirs(work_dir, exist_ok=True)
+    torch.save({"A": a, "B": b, "held": held}, os.path.join(work_dir, "data.pt"))
+    torch.save(feats, os.path.join(work_dir, "feats.pt"))
+
+
+def _cut(example, feature: torch.Tensor, n: int):
+    from .data import Example
+    if not n or len(example.ids) - example.prompt_len <= n:
+        return example, feature
+    end = example.prompt_len + n
+    return Example(example.ids[:end], example.prompt_len, example.top_ids[:n], example.top_logp[:n]), feature[:end]
+
+
+def stage_variant(name: str, work_dir: str, out: str, device: str) -> dict:
+    from .train import build_vocab
+    from .train_feature import distill_features, trainable_feature_draft
+    answers, n, cut, epochs, lr, feat_w, unroll_w, vocab_size, batch_tokens = VARIANTS[name]
+    target, tok = _load_target(device)
+    data = torch.load(os.path.join(work_dir, "data.pt"), weights_only=False)
+    feats = torch.load(os.path.join(work_dir, "feats.pt"))
+    pairs = [_cut(e, f, cut) for part in answers for e, f in zip(data[part][:n], feats[part][:n])]
+    train, train_feats = [p[0] for p in pairs], [p[1] for p in pairs]
+    vocab = build_vocab(train, vocab_size, target.config.vocab_size, always=(tok.eos_token_id,))
+    torch.manual_seed(0)
+    draft = trainable_feature_draft(target, 29, vocab)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    t0 = time.time()
+    log = distill_features(draft, train, train_feats, epochs=epochs, lr=lr, seed=0, pad=pad, feat_weight=feat_w,
+                           unroll_weight=unroll_w, heldout=(data["held"], feats["held"]), evals=6,
+                           tokens_per_batch=batch_tokens)
+    result = {"name": name, "spec": VARIANTS[name], "answer_tokens": sum(len(e.ids) - e.prompt_len for e in train),
+              "seconds": round(time.time() - t0, 1), "curve": log["curve"]}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specdec_core.distill.recipe_search", description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--work-dir", default=".recipe_search", help="the generated data")
+    ap.add_argument("--out", default=".recipe_search/results", help="one JSON file per variant")
+    ap.add_argument("--only", default=",".join(VARIANTS), help="comma-separated variant names")
+    ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)      # one variant, in a child process
+    args = ap.parse_args(argv)
+    if args.variant:
+        stage_variant(args.variant, args.work_dir, args.out, args.device)
+        return 0
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    if not os.path.exists(os.path.join(args.work_dir, "feats.pt")):
+        stage_data(args.work_dir, args.device)
+    os.makedirs(args.out, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    common = ["--device", args.device, "--work-dir", args.work_dir, "--out", args.out]
+    children = [subprocess.Popen([sys.executable, "-m", __spec__.name, "--variant", n, *common], env=env)
+                for n in names]
+    return max(child.wait() for child in children)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
