@@ -240,7 +240,7 @@ def _slider(pg, elem_id: str) -> int:
 def _wait_for_anatomy(pg, iteration: int) -> None:
     # "Anatomy of iteration N — step …", or just "Anatomy of iteration N" for one that drafted nothing (a run's
     # last iteration may have no room left for a draft)
-    pg.wait_for_function("() => /^Anatomy of iteration " + str(iteration) + "( —|$)/.test("
+    pg.wait_for_function(f"() => /^Anatomy of iteration {iteration}( —|$)/.test("
                          "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')")
 
 
