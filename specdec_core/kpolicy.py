@@ -44,8 +44,6 @@ from .theory import (AcceptanceProfile, Costs, expected_tokens_profile, finish_p
 from .trace import IterationRecord
 
 PRIOR_ALPHA = 0.5      # acceptance of the first draft assumed before any was tested
-DEEP_PRIOR = 0.8       # draft j >= 2 given j-1 accepted: drafts fail in runs, so a draft that follows an
-                       # accepted one is more likely right (prompt lookup copying a passage: 0.9 and more)
 PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
@@ -121,13 +119,10 @@ class _Decayed:
     def mean(self, key: int, prior: float) -> float:
         return (self.num.get(key, 0.0) + prior * PRIOR_WEIGHT) / (self.den.get(key, 0.0) + PRIOR_WEIGHT)
 
-    def means(self, n: int, prior: float, deep_prior: float | None = None) -> tuple[float, ...]:
-        """Position j's prior is position j-1's estimate (deep positions back off to shallow ones), raised
-        to at least ``deep_prior`` for j >= 2 when given."""
+    def means(self, n: int, prior: float) -> tuple[float, ...]:
+        """Position j's prior is position j-1's estimate (deep positions back off to shallow ones)."""
         out, p = [], prior
         for j in range(1, n + 1):
-            if j > 1 and deep_prior is not None:
-                p = max(p, deep_prior)
             p = (self.num.get(j, 0.0) + p * PRIOR_WEIGHT) / (self.den.get(j, 0.0) + PRIOR_WEIGHT)
             out.append(min(1.0, max(0.0, p)))
         return tuple(out)
@@ -182,7 +177,7 @@ class CostAwareK:
                                               match_prior(m + j, ties if j == 0 else 1)) for j in range(self.k_max))
             avail = outlook.available if outlook.available is not None else self.k_max
             return AcceptanceProfile(accept, tuple(float(j <= avail) for j in range(1, self.k_max + 1)))
-        accept = self.acc.means(self.k_max, PRIOR_ALPHA, DEEP_PRIOR)
+        accept = self.acc.means(self.k_max, PRIOR_ALPHA)
         propose = () if self.draft_per_token else self.prop.means(self.k_max, 1.0)
         return AcceptanceProfile(accept, propose)
 

@@ -48,21 +48,26 @@ def test_theory_pass_rows_summary_and_markdown(target):
     row = bt.policy_row(p, "ngram", traces, ts, h2h)
     paired = sorted(c.stats.tokens_per_s / b.stats.tokens_per_s for c, b in zip(h2h["cost"], h2h[f"K={k}"]))
     assert row["cost_vs_best"] == pytest.approx(paired[1]) and row["head_to_head_rounds"] == 3
+    oracle = sorted(b.stats.tokens_per_s / h.stats.tokens_per_s for b, h in zip(h2h[f"K={k}"], h2h["heuristic"]))
+    assert row["best_vs_heuristic"] == pytest.approx(oracle[1])
     assert row["same_as_baseline"] and len(row["iterations"]) == 3
     out["summary"] = bt.summarize_theory(out)
     assert out["summary"]["ngram"]["median_k"] == 2
     md = bt.render_theory(out)
     assert "| p | ngram | 2 |" in md and "cost ÷ best fixed" in md and "n=1:" in md
+    ngram_summary = [line for line in md.splitlines() if line.startswith("| ngram | ")][-1]
+    assert "best fixed ÷ heuristic" in md
+    assert ngram_summary.endswith(f"| {out['summary']['ngram']['best_vs_heuristic_geomean']:.2f} |")
 
 
 def test_summary_applies_the_targets():
     sweep = [{"drafter": "d", "k": k, "error": e, "error_loo": e} for k, e in ((1, 0.15), (2, 0.05), (3, -0.25))]
     live = [{"drafter": "d", "error": 0.02}]
-    pol = [{"drafter": "d", "cost_vs_best": 0.97, "cost_vs_heuristic": 1.2},
-           {"drafter": "d", "cost_vs_best": 1.0, "cost_vs_heuristic": 1.0}]
+    pol = [{"drafter": "d", "cost_vs_best": 0.97, "cost_vs_heuristic": 1.2, "best_vs_heuristic": 1.21},
+           {"drafter": "d", "cost_vs_best": 1.0, "cost_vs_heuristic": 1.0, "best_vs_heuristic": 1.0}]
     s = bt.summarize_theory({"sweep": sweep, "live": live, "policies": pol})["d"]
     assert s["median_k"] == 2 and s["error_at_median_k"] == pytest.approx(0.05)
-    assert s["error_every_k"] == pytest.approx(0.25)
+    assert s["error_every_k"] == pytest.approx(0.25) and s["best_vs_heuristic_geomean"] == pytest.approx(1.1)
     assert s["met"] == {"median_k": True, "every_k": False, "live": True, "vs_best_fixed": True,
                         "vs_heuristic": True}
 

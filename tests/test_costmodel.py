@@ -197,6 +197,18 @@ def test_cost_policy_picks_the_obviously_right_k():
     assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
 
 
+def test_untested_deep_positions_back_off_to_the_shallower_estimate():
+    """A model draft whose first drafts are accepted 0.3 of the time, never yet tested deeper: positions 2+
+    are priced at the same 0.3 (not at an optimistic fixed prior), so one accepted draft does not send K
+    to 3 on a CPU where K = 1 pays best (seen with the feature draft on the copy prompts)."""
+    pol = CostAwareK(8, [22.0, 22.3, 22.6, 23.0, 23.5, 24.0, 25.0, 26.0, 27.0], 2.3, draft_per_token=True)
+    pol.acc.num, pol.acc.den = {1: 0.3 * 21 - PRIOR_ALPHA}, {1: 20.0}
+    assert pol.profile().accept == pytest.approx((0.3,) * 8)
+    assert pol.choose(100)[0] == 1
+    pol.acc.num[2], pol.acc.den[2] = 0.9 * 11 - 0.3, 10.0                     # tested: its own estimate
+    assert pol.profile().accept[:3] == pytest.approx((0.3, 0.9, 0.9))
+
+
 def test_exploration_costs_at_most_its_budget():
     """Where K = 0 is predicted best, the policy still drafts one iteration in w + 1, w chosen so that the
     extra time stays within EXPLORE_BUDGET of the time spent (seen with the feature draft: a1 fell to 0.09
