@@ -272,7 +272,7 @@ def summarize_theory(out: dict) -> dict:
         pol = [r for r in out["policies"] if r["drafter"] == d]
         vs_best = [r["cost_vs_best"] for r in pol if r["cost_vs_best"]]
         vs_heur = [r["cost_vs_heuristic"] for r in pol if r["cost_vs_heuristic"]]
-        oracle = [r["best_vs_heuristic"] for r in pol if r.get("best_vs_heuristic")]
+        oracle = [r["best_vs_heuristic"] for r in pol if r["best_vs_heuristic"]]
         summary[d] = {
             "median_k": k_med, "error_at_median_k": max(med) if med else None,
             "error_every_k": max(every) if every else None, "error_loo_every_k": max(loo) if loo else None,
@@ -296,10 +296,6 @@ def _pct(x: float | None) -> str:
 
 def _abs_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.0f} %"
-
-
-def _ratio(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}"
 
 
 def render_theory(out: dict) -> str:
@@ -357,14 +353,15 @@ def render_theory(out: dict) -> str:
               "|---|---|---|---|---|---|---|---|"]
     yes = {True: "met", False: "NOT met"}
     for d, v in out["summary"].items():
-        def cell(x: float | None, key: str, pct: bool = True) -> str:
+        def cell(x: float | None, key: str | None, pct: bool = True) -> str:
+            """x as a percentage or a ratio, with whether it meets the target ``key`` (none: no target)."""
             if x is None:
                 return "–"
-            return (f"{100 * x:.0f} %" if pct else f"{x:.2f}") + f" ({yes[v['met'][key]]})"
+            return (f"{100 * x:.0f} %" if pct else f"{x:.2f}") + (f" ({yes[v['met'][key]]})" if key else "")
         lines.append(f"| {d} | {cell(v['error_at_median_k'], 'median_k')} (K={v['median_k']}) | "
                      f"{cell(v['error_every_k'], 'every_k')} | "
                      f"{_abs_pct(v['error_loo_every_k'])} | "
                      f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
                      f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} | "
-                     f"{_ratio(v.get('best_vs_heuristic_geomean'))} |")
+                     f"{cell(v['best_vs_heuristic_geomean'], None, False)} |")
     return "\n".join(lines)
