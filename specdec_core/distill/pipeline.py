@@ -137,20 +137,24 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
     return card
 
 
-MEASURED_SETTINGS = (("greedy", 0.0, 0.0), ("t0.7", 0.7, 0.0),      # (name, temperature, confidence stop)
-                     ("greedy_confidence_stop", 0.0, LIVE_CONFIDENCE_STOP), ("t0.7_confidence_stop", 0.7, LIVE_CONFIDENCE_STOP))
+MEASURED_SETTINGS = (("greedy", 0.0, 0.0, MEASURE_K), ("t0.7", 0.7, 0.0, MEASURE_K),   # (name, temperature,
+                     ("greedy_confidence_stop", 0.0, LIVE_CONFIDENCE_STOP, MEASURE_K),     #  confidence stop, K)
+                     ("t0.7_confidence_stop", 0.7, LIVE_CONFIDENCE_STOP, MEASURE_K),
+                     ("greedy_k1", 0.0, 0.0, 1), ("t0.7_k1", 0.7, 0.0, 1))
 
 
 def measure_heldout(target: torch.nn.Module, tokenizer, make_draft: Callable[[], object], bar: Callable,
                     n_prompts: int, eval_tokens: int, seed: int) -> dict:
-    """Stage 3: acceptance on ``n_prompts`` held-out prompts at K = MEASURE_K, greedy and at temperature 0.7,
-    each drafting K tokens and with the Live tab's confidence stop (the draft stops after its confidence falls)."""
+    """Stage 3: acceptance on ``n_prompts`` held-out prompts, greedy and at temperature 0.7: drafting K =
+    MEASURE_K tokens, the same with the Live tab's confidence stop (the draft stops after its confidence
+    falls), and one draft per iteration (K = 1: accepted ÷ drafted is then the per-draft acceptance α, the
+    first draft's, which deeper drafts from the draft's own fed-back guesses do not dilute)."""
     held = heldout_prompts(n_prompts)
     measured = {}
     with bar(len(MEASURED_SETTINGS) * len(held) * eval_tokens, "3/3 measure") as b:
-        for name, temp, stop in MEASURED_SETTINGS:
-            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, eval_tokens, seed=seed,
-                                                confidence_stop=stop)
+        for name, temp, stop, k in MEASURED_SETTINGS:
+            measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, eval_tokens, k=k,
+                                                seed=seed, confidence_stop=stop)
             b.update(len(held) * eval_tokens)
     return {"heldout_prompts": len(held), "new_tokens_each": eval_tokens, **measured}
 
