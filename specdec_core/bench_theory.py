@@ -294,10 +294,6 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.0f} %"
 
 
-def _abs_pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.0f} %"
-
-
 def render_theory(out: dict) -> str:
     """The theory sections as markdown."""
     cal = out["calibration"]
@@ -360,7 +356,7 @@ def render_theory(out: dict) -> str:
             return (f"{100 * x:.0f} %" if pct else f"{x:.2f}") + (f" ({yes[v['met'][key]]})" if key else "")
         lines.append(f"| {d} | {cell(v['error_at_median_k'], 'median_k')} (K={v['median_k']}) | "
                      f"{cell(v['error_every_k'], 'every_k')} | "
-                     f"{_abs_pct(v['error_loo_every_k'])} | "
+                     f"{cell(v['error_loo_every_k'], None)} | "
                      f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
                      f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} | "
                      f"{cell(v['best_vs_heuristic_geomean'], None, False)} |")
