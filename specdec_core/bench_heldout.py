@@ -4,8 +4,9 @@
     python -m specdec_core.bench --only heldout --heldout-prompts 20 --heldout-seed 5
 
 The compare section has two open-ended prompts of its own; a claim about a trained draft's speed needs
-more, and prompts it never saw: ``distill.prompts.heldout_prompts(n, seed)`` draws them from templates
-and topics that never occur in training (a different seed, a different draw). For each prompt, our
+more, and prompts it never saw: ``distill.prompts.heldout_prompts(n, seed)`` draws them, alternately, from
+free-form chat prompts written apart from the training lists and from templates × topics that never occur in
+training (a different seed, a different draw). For each prompt, our
 target-only baseline and every (draft, setting) side run interleaved, ``repeats`` rounds in alternating
 order (``bench_measure.interleave``); a side's speedup on a prompt is the median of its per-round ratios
 to that round's baseline, refused unless its output equals the baseline's token for token (greedy,
@@ -43,8 +44,7 @@ class HeldoutSettings:
 
 def validate_heldout(hs: HeldoutSettings) -> None:
     """Refuse bad settings before anything is loaded."""
-    from .distill.prompts import HELDOUT_TEMPLATES, HELDOUT_TOPICS
-    most = len(HELDOUT_TEMPLATES) * len(HELDOUT_TOPICS)
+    from .distill.prompts import N_HELDOUT_PROMPTS as most
     if not 1 <= hs.prompts <= most:
         raise ValueError(f"held-out prompts must be between 1 and {most}, got {hs.prompts}")
     if hs.repeats < 1:
@@ -110,8 +110,8 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
 
 def render_heldout(section: dict) -> str:
     s = section["settings"]
-    out = [f"Held-out open-ended prompts ({s['prompts']} from `heldout_prompts(n, seed={s['seed']})`, templates and "
-           f"topics never trained on; {s['max_new_tokens']} new tokens, greedy, {s['repeats']} interleaved rounds): "
+    out = [f"Held-out open-ended prompts ({s['prompts']} from `heldout_prompts(n, seed={s['seed']})`: free-form "
+           f"chat prompts and template × topic pairs, none trained on; {s['max_new_tokens']} new tokens, greedy, {s['repeats']} interleaved rounds): "
            "speedup over our target-only baseline, the geometric mean over prompts of each prompt's median "
            "per-round ratio [min–max over all rounds]; acceptance = accepted ÷ drafted over all runs.", "",
            "| draft: setting | speedup | goal | met | acceptance | tokens/iteration |", "|---|---|---|---|---|---|"]

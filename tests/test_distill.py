@@ -10,7 +10,9 @@ import torch
 
 from specdec_core import SpecConfig, speculative_generate
 from specdec_core.distill.data import Example
-from specdec_core.distill.prompts import HELDOUT_TEMPLATES, HELDOUT_TOPICS, TRAIN_TEMPLATES, TRAIN_TOPICS
+from specdec_core.distill.prompts import (BROAD_TEMPLATES, BROAD_TOPICS, FREEFORM_HELDOUT, HELDOUT_TEMPLATES,
+                                         HELDOUT_TOPICS, N_HELDOUT_PROMPTS, N_TRAINING_PROMPTS, STANDALONE_PROMPTS,
+                                         TRAIN_TEMPLATES, TRAIN_TOPICS, heldout_prompts, training_prompts)
 from specdec_core.distill.train import build_vocab, distill, make_batches, step1_agreement
 from specdec_core.trained_draft import DraftFilesError, build_draft, load_bundled_draft, save_draft
 from tests.conftest import make_tiny_lm
@@ -41,10 +43,32 @@ def tiny_target(one_thread):
 
 
 def test_prompt_sets_are_disjoint():
-    assert not set(TRAIN_TEMPLATES) & set(HELDOUT_TEMPLATES)
-    assert not set(TRAIN_TOPICS) & set(HELDOUT_TOPICS)
+    templates, topics = TRAIN_TEMPLATES + BROAD_TEMPLATES, TRAIN_TOPICS + BROAD_TOPICS
+    assert len(set(templates)) == len(templates) and len(set(topics)) == len(topics)
+    assert not set(templates) & set(HELDOUT_TEMPLATES)
     for topic in HELDOUT_TOPICS:  # no held-out topic is a training topic in other words
-        assert not any(topic.lower() in t.lower() or t.lower() in topic.lower() for t in TRAIN_TOPICS), topic
+        assert not any(topic.lower() in t.lower() or t.lower() in topic.lower() for t in topics), topic
+    every_training_prompt = set(training_prompts(10**6)) | set(training_prompts(10**6, broad=False))
+    assert len(every_training_prompt) == len(templates) * len(topics) + len(STANDALONE_PROMPTS)
+    assert not every_training_prompt & set(heldout_prompts(N_HELDOUT_PROMPTS))
+
+
+def test_training_pools():
+    narrow = training_prompts(N_TRAINING_PROMPTS, broad=False)
+    assert set(narrow) == {tpl.format(t=t) for tpl in TRAIN_TEMPLATES for t in TRAIN_TOPICS}
+    assert narrow[:5] == training_prompts(5, broad=False)             # a prefix of the same seeded order
+    broad = training_prompts(N_TRAINING_PROMPTS)
+    assert len(set(broad)) == N_TRAINING_PROMPTS and broad == training_prompts(N_TRAINING_PROMPTS)
+    assert set(STANDALONE_PROMPTS) <= set(broad)                        # every whole chat prompt is trained on
+    assert len(set(broad) - set(narrow)) > N_TRAINING_PROMPTS // 2     # most come from the broad lists
+    assert training_prompts(N_TRAINING_PROMPTS, seed=1) != broad
+
+
+def test_heldout_prompts_alternate_free_form_and_template_pairs():
+    held = heldout_prompts(N_HELDOUT_PROMPTS)
+    assert len(set(held)) == N_HELDOUT_PROMPTS == len(FREEFORM_HELDOUT) + len(HELDOUT_TEMPLATES) * len(HELDOUT_TOPICS)
+    assert [p in FREEFORM_HELDOUT for p in held[:6]] == [True, False] * 3
+    assert held[:10] == heldout_prompts(10) and heldout_prompts(10, seed=2) != heldout_prompts(10)
 
 
 def test_vocab_and_batches():

@@ -32,8 +32,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="folder for the weights and the card (default: the shipped one)")
     ap.add_argument("--work-dir", default=".distill_cache", help="cache for the generated data")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prompts", type=int, default=N_TRAINING_PROMPTS,
-                    help=f"training prompts (at most {N_TRAINING_PROMPTS}, every template × topic pair)")
+    ap.add_argument("--prompts", type=int, default=N_TRAINING_PROMPTS, help="training prompts")
+    ap.add_argument("--prompt-pool", choices=["broad", "narrow"], default=None,
+                    help="broad: many templates, topics and whole chat prompts (default, feature design); narrow: "
+                         f"the {N_TRAINING_PROMPTS} pairs of the first templates × topics (default, token design)")
     ap.add_argument("--max-new-tokens", type=int, default=80, help="longest training response")
     ap.add_argument("--batch-size", type=int, default=128, help="generation batch")
     ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from "
@@ -53,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.out = args.out or DEFAULT_OUT[args.design]
     args.lr = args.lr if args.lr is not None else (2e-3 if feature else 5e-4)
     args.batch_tokens = args.batch_tokens or (1024 if feature else 4096)
+    args.prompt_pool = args.prompt_pool or ("broad" if feature else "narrow")
     return args
 
 
@@ -63,7 +66,7 @@ def _bar(total: int, desc: str):
 
 def _data_key(args: argparse.Namespace) -> tuple[dict, str]:
     key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
-           "seed": args.seed, "version": 2}
+           "seed": args.seed, "pool": args.prompt_pool, "version": 3}
     return key, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -82,7 +85,7 @@ def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[
     if os.path.exists(path):
         blob = torch.load(path, weights_only=False)
         return blob["data"], blob["info"]
-    prompts = training_prompts(args.prompts, seed=args.seed)
+    prompts = training_prompts(args.prompts, seed=args.seed, broad=args.prompt_pool == "broad")
     t0 = time.time()
     features: list = []
     with _bar(len(prompts) * args.max_new_tokens, "1/3 data (upper bound)") as bar:

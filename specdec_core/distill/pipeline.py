@@ -21,7 +21,8 @@ from .prompts import heldout_prompts
 from .train import build_vocab, distill
 
 MEASURE_K = 4
-DATA_SOURCE = ("the target's own answers to template × topic chat prompts (specdec_core/distill/prompts.py), "
+DATA_SOURCE = ("the target's own answers to chat prompts from the pool named above (specdec_core/distill/prompts.py: "
+               "template × topic pairs, and in the broad pool whole chat prompts too), "
                "greedy and sampled (T 0.8, top-p 0.95) batches alternating; labels: the target's top-32 "
                "log-probs at temperature 1")
 

@@ -4,16 +4,20 @@ How the recipe of ``python -m specdec_core.distill`` was chosen. One data stage,
 the feature draft on subsets of that data, each in its own process (they share one GPU well: each is
 small), all scored on the same held-out answers:
 
- 1. data - the target answers every training prompt twice, up to 160 tokens: pass A alternates greedy
-           and sampled batches (as the distill command does), pass B samples every answer (T 0.8, top-p
-           0.95); the target's features by one teacher-forced pass; held-out greedy answers (64 tokens)
-           to every held-out prompt (``prompts.heldout_prompts``: templates and topics never trained on).
+ 1. data - the target answers the training prompts (only the parts the chosen variants use, ``PARTS``):
+           A = the narrow pool (``prompts.training_prompts(..., broad=False)``), greedy and sampled batches
+           alternating as the distill command does, up to 160 tokens; B = the same prompts, every answer
+           sampled (T 0.8, top-p 0.95); W = twice as many prompts of the broad pool, alternating, up to 80
+           tokens; N = the narrow pool as the distill command answers it (up to 80 tokens). The target's features by one teacher-forced pass. Held-out greedy answers (64 tokens) to
+           two sets: template pairs (``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``: templates and topics never
+           trained on) and ``FREEFORM_HELDOUT`` (whole chat prompts written apart from every training list).
  2. each variant (``VARIANTS``: which answers, how many prompts, answers cut to their first N tokens,
     epochs, learning rate, the loss weights, the draft vocabulary, tokens per batch) trains a fresh
-    draft and writes its step-1 / step-2 agreement curve (``train_feature.feature_agreement``) as JSON.
+    draft and writes its step-1 / step-2 agreement curve on the template pairs
+    (``train_feature.feature_agreement``) and its final agreement on each held-out set as JSON.
 
-Made for a GPU (``--device cuda``: the data stage then takes about 3 minutes, each variant 2–6 minutes
-when 14 run at once); on this project's 2-core CPU the same work would take days. Nothing here is used by
+Made for a GPU (``--device cuda``: the data stage then takes a few minutes, each variant 2–6 minutes when
+several run at once); on this project's 2-core CPU the same work would take days. Nothing here is used by
 the product; the training command's defaults cite what it measured (README, "The trained drafts").
 """
 from __future__ import annotations
@@ -44,6 +48,20 @@ VARIANTS: dict[str, tuple[str, int, int, float, float, float, float, int, int]] 
     "two-answers-e2": ("AB", 4212, 0, 2, 2e-3, 1.0, 0.5, 16384, 1024),
     "two-answers-e3-lr4e-3": ("AB", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 1024),
     "two-answers-e4": ("AB", 4212, 0, 4, 2e-3, 1.0, 0.5, 16384, 1024),
+    # the prompt pool (2026-11-26): narrow as shipped until then, broad at the same and at other budgets
+    "narrow-80tok-e5": ("N", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "broad-80tok-e5": ("W", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "broad-8k-prompts-40tok-e5": ("W", 8424, 40, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "broad-6k-prompts-56tok-e5": ("W", 6318, 56, 5, 2e-3, 1.0, 0.5, 16384, 1024),
+    "broad-80tok-e8": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
+}
+
+#     part: (pool, prompts, answer tokens, every answer sampled)
+PARTS: dict[str, tuple[str, int, int, bool]] = {
+    "A": ("narrow", 4212, 160, False),
+    "B": ("narrow", 4212, 160, True),
+    "N": ("narrow", 4212, 80, False),
+    "W": ("broad", 8424, 80, False),
 }
 
 
@@ -53,20 +71,43 @@ def _load_target(device: str):
     return target.requires_grad_(False), tok
 
 
-def stage_data(work_dir: str, device: str) -> None:
+def _heldout_sets() -> dict[str, list[str]]:
+    from .prompts import FREEFORM_HELDOUT, N_HELDOUT_PROMPTS, heldout_prompts
+    return {"held": [p for p in heldout_prompts(N_HELDOUT_PROMPTS) if p not in FREEFORM_HELDOUT],
+            "free": list(FREEFORM_HELDOUT)}
+
+
+def stage_data(work_dir: str, device: str, parts: str) -> None:
+    """Generate (and cache, one file per part) the answers and features the variants need."""
     from .data import generate_batch, generate_dataset
     from .features import target_features
-    from .prompts import N_TRAINING_PROMPTS, heldout_prompts, training_prompts
+    from .prompts import training_prompts
     target, tok = _load_target(device)
-    prompts, batch = training_prompts(N_TRAINING_PROMPTS, seed=0), 256
-    a = generate_dataset(target, tok, prompts, 160, batch, seed=0)
-    b = [ex for i, s in enumerate(range(0, len(prompts), batch))
-         for ex in generate_batch(target, tok, prompts[s:s + batch], 160, sampled=True, seed=1_000_003 + i)]
-    held = generate_dataset(target, tok, heldout_prompts(96), 64, 96, seed=7)
-    feats = {k: target_features(target, v, tokens_per_batch=65536) for k, v in (("A", a), ("B", b), ("held", held))}
     os.makedirs(work_dir, exist_ok=True)
-    torch.save({"A": a, "B": b, "held": held}, os.path.join(work_dir, "data.pt"))
-    torch.save(feats, os.path.join(work_dir, "feats.pt"))
+    todo = {**{k: None for k in parts}, **{k: None for k in _heldout_sets()}}
+    for part in todo:
+        path = os.path.join(work_dir, f"part-{part}.pt")
+        if os.path.exists(path):
+            continue
+        if part in PARTS:
+            pool, n, tokens, sampled = PARTS[part]
+            prompts, batch = training_prompts(n, seed=0, broad=pool == "broad"), 256
+            if sampled:
+                data = [ex for i, s in enumerate(range(0, len(prompts), batch))
+                        for ex in generate_batch(target, tok, prompts[s:s + batch], tokens, sampled=True,
+                                                 seed=1_000_003 + i)]
+            else:
+                data = generate_dataset(target, tok, prompts, tokens, batch, seed=0)
+        else:
+            prompts = _heldout_sets()[part]
+            data = generate_dataset(target, tok, prompts, 64, len(prompts), seed=7)   # one batch: greedy
+        feats = target_features(target, data, tokens_per_batch=65536)
+        torch.save({"data": data, "feats": feats}, path)
+
+
+def _load_part(work_dir: str, part: str) -> tuple[list, list]:
+    blob = torch.load(os.path.join(work_dir, f"part-{part}.pt"), weights_only=False)
+    return blob["data"], blob["feats"]
 
 
 def _cut(example, feature: torch.Tensor, n: int):
@@ -79,12 +120,12 @@ def _cut(example, feature: torch.Tensor, n: int):
 
 def stage_variant(name: str, work_dir: str, out: str, device: str) -> dict:
     from .train import build_vocab
-    from .train_feature import distill_features, trainable_feature_draft
+    from .train_feature import distill_features, feature_agreement, trainable_feature_draft
     answers, n, cut, epochs, lr, feat_w, unroll_w, vocab_size, batch_tokens = VARIANTS[name]
     target, tok = _load_target(device)
-    data = torch.load(os.path.join(work_dir, "data.pt"), weights_only=False)
-    feats = torch.load(os.path.join(work_dir, "feats.pt"))
-    pairs = [_cut(e, f, cut) for part in answers for e, f in zip(data[part][:n], feats[part][:n])]
+    parts = {part: _load_part(work_dir, part) for part in answers}
+    held, free = _load_part(work_dir, "held"), _load_part(work_dir, "free")
+    pairs = [_cut(e, f, cut) for part in answers for e, f in zip(parts[part][0][:n], parts[part][1][:n])]
     train, train_feats = [p[0] for p in pairs], [p[1] for p in pairs]
     vocab = build_vocab(train, vocab_size, target.config.vocab_size, always=(tok.eos_token_id,))
     torch.manual_seed(0)
@@ -92,10 +133,11 @@ def stage_variant(name: str, work_dir: str, out: str, device: str) -> dict:
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     t0 = time.time()
     log = distill_features(draft, train, train_feats, epochs=epochs, lr=lr, seed=0, pad=pad, feat_weight=feat_w,
-                           unroll_weight=unroll_w, heldout=(data["held"], feats["held"]), evals=6,
+                           unroll_weight=unroll_w, heldout=held, evals=6,
                            tokens_per_batch=batch_tokens)
     result = {"name": name, "spec": VARIANTS[name], "answer_tokens": sum(len(e.ids) - e.prompt_len for e in train),
-              "seconds": round(time.time() - t0, 1), "curve": log["curve"]}
+              "seconds": round(time.time() - t0, 1), "curve": log["curve"],
+              "final": {k: feature_agreement(draft, *v) for k, v in (("held", held), ("free", free))}}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -117,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    if not os.path.exists(os.path.join(args.work_dir, "feats.pt")):
-        stage_data(args.work_dir, args.device)
+    stage_data(args.work_dir, args.device, "".join(sorted({p for n in names for p in VARIANTS[n][0]})))
     os.makedirs(args.out, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
     common = ["--device", args.device, "--work-dir", args.work_dir, "--out", args.out]
