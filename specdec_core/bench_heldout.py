@@ -5,12 +5,12 @@
 
 The compare section has two open-ended prompts of its own; a claim about a trained draft's speed needs
 more, and prompts it never saw: ``distill.prompts.heldout_prompts(n, seed)`` draws them, alternately, from
-free-form chat prompts written apart from the training lists and from templates × topics that never occur in
-training (a different seed, a different draw). For each prompt, our
-target-only baseline and every (draft, setting) side run interleaved, ``repeats`` rounds in alternating
-order (``bench_measure.interleave``); a side's speedup on a prompt is the median of its per-round ratios
-to that round's baseline, refused unless its output equals the baseline's token for token (greedy,
-float32); the figure is the geometric mean over prompts, with the min–max over every round.
+free-form chat prompts written apart from the training lists and from templates × topics that never occur
+in training (a different seed, a different draw). For each prompt, our target-only baseline and every
+(draft, setting) side run interleaved, ``repeats`` rounds in alternating order (``bench_measure.interleave``);
+a side's speedup on a prompt is the median of its per-round ratios to that round's baseline, refused unless
+its output equals the baseline's token for token (greedy, float32); the figure is the geometric mean over
+prompts, with the min–max over every round.
 
 Settings: our defaults (``config.recommended_config()``: cost-aware K and the confidence stop), the same
 without the stop, and the Live tab's start (fixed K = ``LIVE_K`` + the stop); prompt lookup, for comparison,
@@ -111,7 +111,8 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
 def render_heldout(section: dict) -> str:
     s = section["settings"]
     out = [f"Held-out open-ended prompts ({s['prompts']} from `heldout_prompts(n, seed={s['seed']})`: free-form "
-           f"chat prompts and template × topic pairs, none trained on; {s['max_new_tokens']} new tokens, greedy, {s['repeats']} interleaved rounds): "
+           f"chat prompts and template × topic pairs, none trained on; {s['max_new_tokens']} new tokens, greedy, "
+           f"{s['repeats']} interleaved rounds): "
            "speedup over our target-only baseline, the geometric mean over prompts of each prompt's median "
            "per-round ratio [min–max over all rounds]; acceptance = accepted ÷ drafted over all runs.", "",
            "| draft: setting | speedup | goal | met | acceptance | tokens/iteration |", "|---|---|---|---|---|---|"]

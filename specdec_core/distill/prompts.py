@@ -251,7 +251,8 @@ STANDALONE_PROMPTS = (
 )
 
 FREEFORM_HELDOUT = (
-    "Tell me about the causes of the First World War.", "What are some tips for staying productive when working from home?",
+    "Tell me about the causes of the First World War.",
+    "What are some tips for staying productive when working from home?",
     "Write a short poem about autumn leaves.", "How do I make a good cup of coffee at home?",
     "Can you explain how a credit score works?", "What's the difference between a virus and a bacterium?",
     "Plan a three-day trip to Rome for me.", "Why is the sky blue?",

@@ -7,10 +7,11 @@ small), all scored on the same held-out answers:
  1. data - the target answers the training prompts (only the parts the chosen variants use, ``PARTS``):
            A = the narrow pool (``prompts.training_prompts(..., broad=False)``), greedy and sampled batches
            alternating as the distill command does, up to 160 tokens; B = the same prompts, every answer
-           sampled (T 0.8, top-p 0.95); W = twice as many prompts of the broad pool, alternating, up to 80
-           tokens; N = the narrow pool as the distill command answers it (up to 80 tokens). The target's features by one teacher-forced pass. Held-out greedy answers (64 tokens) to
-           two sets: template pairs (``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``: templates and topics never
-           trained on) and ``FREEFORM_HELDOUT`` (whole chat prompts written apart from every training list).
+           sampled (T 0.8, top-p 0.95); N = the narrow pool as the distill command answers it (up to 80
+           tokens); W = twice as many prompts of the broad pool, alternating, up to 80 tokens. The target's
+           features by one teacher-forced pass. Held-out greedy answers (64 tokens) to two sets: template
+           pairs (``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``: templates and topics never trained on) and
+           ``FREEFORM_HELDOUT`` (whole chat prompts written apart from every training list).
  2. each variant (``VARIANTS``: which answers, how many prompts, answers cut to their first N tokens,
     epochs, learning rate, the loss weights, the draft vocabulary, tokens per batch) trains a fresh
     draft and writes its step-1 / step-2 agreement curve on the template pairs
@@ -82,13 +83,13 @@ def stage_data(work_dir: str, device: str, parts: str) -> None:
     from .data import generate_batch, generate_dataset
     from .features import target_features
     from .prompts import training_prompts
+    held_sets = _heldout_sets()
+    todo = [p for p in (*parts, *held_sets) if not os.path.exists(os.path.join(work_dir, f"part-{p}.pt"))]
+    if not todo:
+        return
     target, tok = _load_target(device)
     os.makedirs(work_dir, exist_ok=True)
-    todo = {**{k: None for k in parts}, **{k: None for k in _heldout_sets()}}
     for part in todo:
-        path = os.path.join(work_dir, f"part-{part}.pt")
-        if os.path.exists(path):
-            continue
         if part in PARTS:
             pool, n, tokens, sampled = PARTS[part]
             prompts, batch = training_prompts(n, seed=0, broad=pool == "broad"), 256
@@ -99,10 +100,10 @@ def stage_data(work_dir: str, device: str, parts: str) -> None:
             else:
                 data = generate_dataset(target, tok, prompts, tokens, batch, seed=0)
         else:
-            prompts = _heldout_sets()[part]
+            prompts = held_sets[part]
             data = generate_dataset(target, tok, prompts, 64, len(prompts), seed=7)   # one batch: greedy
         feats = target_features(target, data, tokens_per_batch=65536)
-        torch.save({"data": data, "feats": feats}, path)
+        torch.save({"data": data, "feats": feats}, os.path.join(work_dir, f"part-{part}.pt"))
 
 
 def _load_part(work_dir: str, part: str) -> tuple[list, list]:
