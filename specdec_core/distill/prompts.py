@@ -301,11 +301,16 @@ def training_prompts(n: int, seed: int = 0, broad: bool = True) -> list[str]:
 N_HELDOUT_PROMPTS = len(FREEFORM_HELDOUT) + len(HELDOUT_TEMPLATES) * len(HELDOUT_TOPICS)
 
 
+def heldout_template_pairs(seed: int = 1) -> list[str]:
+    """Every pair of ``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``, in the seeded order ``heldout_prompts`` uses."""
+    return _pairs(HELDOUT_TEMPLATES, HELDOUT_TOPICS, seed)
+
+
 def heldout_prompts(n: int, seed: int = 1) -> list[str]:
     """``n`` held-out prompts: free-form chat prompts and template × topic pairs, alternating (seeded order of
     each), then the rest of the longer list. Nothing here occurs in training."""
     free = list(FREEFORM_HELDOUT)
     random.Random(seed).shuffle(free)
-    pairs = _pairs(HELDOUT_TEMPLATES, HELDOUT_TOPICS, seed)
+    pairs = heldout_template_pairs(seed)
     mixed = [p for pair in zip(free, pairs) for p in pair] + free[len(pairs):] + pairs[len(free):]
     return mixed[:n]

@@ -73,9 +73,8 @@ def _load_target(device: str):
 
 
 def _heldout_sets() -> dict[str, list[str]]:
-    from .prompts import FREEFORM_HELDOUT, N_HELDOUT_PROMPTS, heldout_prompts
-    return {"held": [p for p in heldout_prompts(N_HELDOUT_PROMPTS) if p not in FREEFORM_HELDOUT],
-            "free": list(FREEFORM_HELDOUT)}
+    from .prompts import FREEFORM_HELDOUT, heldout_template_pairs
+    return {"held": heldout_template_pairs(), "free": list(FREEFORM_HELDOUT)}
 
 
 def stage_data(work_dir: str, device: str, parts: str) -> None:
