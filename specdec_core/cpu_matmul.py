@@ -32,6 +32,8 @@ the speculative run, the drafts copied from the target and transformers' own gen
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -56,6 +58,22 @@ def small_batch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     if bias is not None:
         y = y + bias
     return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@functools.cache
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX, as oneDNN reports it)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def bf16_head_dtype(weight: torch.Tensor) -> torch.dtype | None:
+    """The dtype a draft's head rows are best kept in for decoding: bfloat16 for a float32 head on a CPU with
+    native bf16 (None: keep the head's own dtype). A draft's head over 16,384 rows is the largest matrix it
+    reads per step; in bf16 it is half the bytes, and its matrix-vector product took 0.30 ms instead of
+    0.76 (this project's 2-core CPU, 2026-11-26), a draft step 1.7 ms → about 1.3 ms."""
+    if weight.device.type == "cpu" and weight.dtype == torch.float32 and cpu_has_native_bf16():
+        return torch.bfloat16
+    return None
 
 
 def max_rows() -> int:

@@ -25,12 +25,11 @@ import weakref
 import torch
 from torch import nn
 
-from .cpu_matmul import small_batch_linear
 from .drafters import (CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, new_kv_cache, proposal_from_steps,
                        with_catchup)
 from .timing import now_ms
-from .trained_draft import (DraftFilesError, draft_config, full_vocab_logits, head_rows, read_card, read_weights,
-                            write_card)
+from .trained_draft import (DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits, read_card,
+                            read_weights, write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
 SHARED = ("embed_tokens", "lm_head")      # the target's own modules: tied at load time, never stored or trained
@@ -63,6 +62,7 @@ class FeatureDraft(nn.Module):
         self.rotary_emb = copy.deepcopy(decoder.rotary_emb)
         self.register_buffer("draft_vocab", vocab_ids.to(torch.long), persistent=False)
         self._head_rows: torch.Tensor | None = None
+        self.bf16_head = False                                       # the loader sets it: see trained_draft.head_rows
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.to(self.lm_head.weight.device)
         self.embed_tokens.weight.requires_grad_(False)
@@ -90,7 +90,7 @@ class FeatureDraft(nn.Module):
 
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary."""
-        return small_batch_linear(hidden, head_rows(self))
+        return draft_vocab_logits(self, hidden)
 
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, hidden) → (…, V): the draft-vocabulary logits, -inf elsewhere (q = 0 there)."""
@@ -211,6 +211,7 @@ def load_feature_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> Feat
     dtype = next(target.parameters()).dtype
     draft.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
     draft.requires_grad_(False)
+    draft.bf16_head = True                                           # decoding reads the head rows in bf16 where faster
     return draft.eval()
 
 

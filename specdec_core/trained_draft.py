@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import torch
 
-from .cpu_matmul import small_batch_linear
+from .cpu_matmul import bf16_head_dtype, small_batch_linear
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_draft")
 CARD = "draft_card.json"
@@ -42,13 +42,26 @@ def draft_config(target_config, n_layers: int):
 
 def head_rows(draft: torch.nn.Module) -> torch.Tensor:
     """The shared LM head's rows for ``draft.draft_vocab``, gathered once (cached on ``draft._head_rows``)
-    and again after a dtype or device change, or when autograd needs a normal tensor."""
+    and again after a dtype or device change, or when autograd needs a normal tensor. A draft its loader
+    marked ``bf16_head`` keeps them in ``cpu_matmul.bf16_head_dtype`` (bf16 for a float32 head on a CPU with
+    native bf16), any other in the head's own dtype."""
     rows, w = draft._head_rows, draft.lm_head.weight
-    stale = rows is None or rows.dtype != w.dtype or rows.device != w.device
+    dtype = (getattr(draft, "bf16_head", False) and bf16_head_dtype(w)) or w.dtype
+    stale = rows is None or rows.dtype != dtype or rows.device != w.device
     if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):
         with torch.no_grad():
-            rows = draft._head_rows = w[draft.draft_vocab].contiguous()
+            rows = draft._head_rows = w[draft.draft_vocab].to(dtype).contiguous()
     return rows
+
+
+def draft_vocab_logits(draft: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary, in ``hidden``'s dtype. With head
+    rows kept in another dtype (bf16 for decoding on CPU), the product runs in that dtype: q is then the
+    draft's q at that precision, which keeps the sampling exact (the rule holds for any q)."""
+    rows = head_rows(draft)
+    if rows.dtype != hidden.dtype and not torch.is_autocast_enabled(hidden.device.type):
+        return torch.nn.functional.linear(hidden.to(rows.dtype), rows).to(hidden.dtype)
+    return small_batch_linear(hidden, rows)
 
 
 def full_vocab_logits(small: torch.Tensor, vocab_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -73,7 +86,7 @@ def _draft_class():
 
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""
-            return small_batch_linear(hidden, head_rows(self))
+            return draft_vocab_logits(self, hidden)
 
         def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                     inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
@@ -195,6 +208,7 @@ def load_bundled_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> torc
                               f"(missing or extra tensors); rebuild them with `{REBUILD}`")
     draft.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
     draft.requires_grad_(False)
+    draft.bf16_head = True                               # decoding reads the head rows in bf16 where that is faster
     return draft.eval()
 
 

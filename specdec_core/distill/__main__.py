@@ -41,7 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from "
                     "(the feature design uses the last one)")
     ap.add_argument("--vocab", type=int, default=16384, help="draft head size (most frequent training tokens)")
-    ap.add_argument("--epochs", type=float, default=5.0)
+    ap.add_argument("--epochs", type=float, default=None, help="passes over the data (default: 10 feature, 5 token)")
+    ap.add_argument("--train-dtype", choices=["auto", "bf16", "fp32"], default=None,
+                    help="the training's compute precision: bf16 = mixed precision (autocast; weights and optimizer "
+                         "stay fp32); auto = bf16 where the CPU or GPU has native bf16 arithmetic, else fp32 "
+                         "(default: auto feature, fp32 token)")
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 2e-3 feature, 5e-4 token)")
     ap.add_argument("--batch-tokens", type=int, default=None,
                     help="padded tokens per training batch (default: 1024 feature, 4096 token)")
@@ -54,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     feature = args.design == "feature"
     args.out = args.out or DEFAULT_OUT[args.design]
     args.lr = args.lr if args.lr is not None else (2e-3 if feature else 5e-4)
+    args.epochs = args.epochs if args.epochs is not None else (10.0 if feature else 5.0)
+    args.train_dtype = args.train_dtype or ("auto" if feature else "fp32")
     args.batch_tokens = args.batch_tokens or (1024 if feature else 4096)
     args.prompt_pool = args.prompt_pool or ("broad" if feature else "narrow")
     return args

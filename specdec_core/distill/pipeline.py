@@ -45,6 +45,17 @@ def measure_acceptance(target: torch.nn.Module, make_draft: Callable[[], object]
             "tokens_per_iteration": round(tokens / max(iterations, 1), 3)}
 
 
+def train_compute_dtype(choice: str, device: torch.device) -> torch.dtype:
+    """``--train-dtype``: bf16, fp32, or auto = bf16 where the device has native bf16 arithmetic (a CPU with
+    AVX-512 BF16 or AMX, as oneDNN reports it; a CUDA GPU that supports it), fp32 elsewhere. On this
+    project's CPU bf16 mixed precision trains the feature draft about 2.2 × faster than fp32."""
+    if choice == "auto":
+        native = (torch.cuda.is_bf16_supported() if device.type == "cuda"
+                  else device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        choice = "bf16" if native else "fp32"
+    return torch.bfloat16 if choice == "bf16" else torch.float32
+
+
 def _train_token(args, target, data, vocab, curve_set, pad, on_step):
     from ..trained_draft import build_draft
     layers = [int(x) for x in str(args.layers).split(",") if x.strip()]
@@ -54,7 +65,8 @@ def _train_token(args, target, data, vocab, curve_set, pad, on_step):
         p.requires_grad_(True)
     n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
     log = distill(draft, data, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad, heldout=curve_set,
-                  tokens_per_batch=args.batch_tokens, on_step=on_step)
+                  tokens_per_batch=args.batch_tokens, on_step=on_step,
+                  compute_dtype=train_compute_dtype(args.train_dtype, target.device))
     what = (f"a Llama decoder of {len(layers)} layers initialised from the target's layers {layers}, the "
             "target's final norm")
     return draft, log, {"init_layers": layers, "trainable_params": n_train}, what
@@ -66,7 +78,8 @@ def _train_feature(args, target, data, vocab, curve_set, pad, on_step, features,
     draft = trainable_feature_draft(target, layer, vocab)
     n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
     log = distill_features(draft, data, features, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad,
-                           heldout=(curve_set, curve_features), tokens_per_batch=args.batch_tokens, on_step=on_step)
+                           heldout=(curve_set, curve_features), tokens_per_batch=args.batch_tokens, on_step=on_step,
+                           compute_dtype=train_compute_dtype(args.train_dtype, target.device))
     what = (f"EAGLE-style: fc([embedding; target feature]) then one decoder layer initialised from the target's "
             f"layer {layer}, then a norm; reads the target's last hidden state")
     return draft, log, {"init_layer": layer, "trainable_params": n_train}, what
@@ -122,7 +135,9 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
         "command": "python -m specdec_core.distill " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "work_dir", "stage")),
         "data": {**data_info, "source": DATA_SOURCE},
-        "training": {"epochs": args.epochs, "lr": args.lr, "batch_tokens": args.batch_tokens, "steps": log["steps"],
+        "training": {"epochs": args.epochs, "lr": args.lr, "batch_tokens": args.batch_tokens,
+                     "compute_dtype": str(train_compute_dtype(args.train_dtype, target.device)).removeprefix("torch."),
+                     "steps": log["steps"],
                      "response_tokens_seen": log["response_tokens_seen"], "seconds": log["seconds"],
                      "first_loss": round(log["losses"][0], 4),
                      "last_loss": round(sum(log["losses"][-20:]) / len(log["losses"][-20:]), 4),

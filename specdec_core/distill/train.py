@@ -113,11 +113,14 @@ def vocab_index(draft_vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable[[list[int]], torch.Tensor],
                evaluate: Callable[[], dict] | None, *, epochs: float, lr: float, seed: int, evals: int,
-               tokens_per_batch: int, on_step: Callable[[int, float], None] | None) -> dict:
+               tokens_per_batch: int, on_step: Callable[[int, float], None] | None,
+               compute_dtype: torch.dtype = torch.float32) -> dict:
     """The training loop both draft designs share: AdamW on the draft's trainable parameters, batches of
     similar length in a new seeded order each epoch, warm-up then cosine learning rate, gradient clipping.
     ``batch_loss(indices)`` is the design's loss; ``evaluate()`` its held-out agreement figures, logged
-    ``evals`` times (and before the first step) against the response tokens seen."""
+    ``evals`` times (and before the first step) against the response tokens seen. With ``compute_dtype``
+    bfloat16 the loss runs under autocast (mixed precision: the weights, their gradients and the optimizer
+    stay float32; the evaluations run in float32)."""
     torch.manual_seed(seed)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -142,7 +145,8 @@ def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable
         draft.train()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, lr, warmup=max(1, total // 20))
-        loss = batch_loss(batch)
+        with torch.autocast(params[0].device.type, dtype=compute_dtype, enabled=compute_dtype != torch.float32):
+            loss = batch_loss(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -161,9 +165,10 @@ def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable
 
 def distill(draft: torch.nn.Module, data: list[Example], *, epochs: float, lr: float, seed: int, pad: int,
             heldout: list[Example] | None = None, evals: int = 8, tokens_per_batch: int = TOKENS_PER_BATCH,
-            on_step: Callable[[int, float], None] | None = None) -> dict:
+            on_step: Callable[[int, float], None] | None = None, compute_dtype: torch.dtype = torch.float32) -> dict:
     """Train ``draft`` in place. Returns losses, the agreement curve (against response tokens seen) and timings."""
     to_draft = vocab_index(draft.draft_vocab, draft.config.vocab_size)
     evaluate = (lambda: {"step1_agreement": round(step1_agreement(draft, heldout, pad), 4)}) if heldout else None
     return train_loop(draft, data, lambda batch: distill_loss(draft, data, batch, to_draft, pad), evaluate,
-                      epochs=epochs, lr=lr, seed=seed, evals=evals, tokens_per_batch=tokens_per_batch, on_step=on_step)
+                      epochs=epochs, lr=lr, seed=seed, evals=evals, tokens_per_batch=tokens_per_batch, on_step=on_step,
+                      compute_dtype=compute_dtype)

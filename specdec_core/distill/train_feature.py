@@ -87,8 +87,8 @@ def trainable_feature_draft(target: torch.nn.Module, layer: int, vocab_ids: torc
 def distill_features(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], *, epochs: float,
                      lr: float, seed: int, pad: int, feat_weight: float = 1.0, unroll_weight: float = 0.5,
                      heldout: tuple[list[Example], list[torch.Tensor]] | None = None, evals: int = 8,
-                     tokens_per_batch: int = TOKENS_PER_BATCH,
-                     on_step: Callable[[int, float], None] | None = None) -> dict:
+                     tokens_per_batch: int = TOKENS_PER_BATCH, on_step: Callable[[int, float], None] | None = None,
+                     compute_dtype: torch.dtype = torch.float32) -> dict:
     """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings."""
     to_draft = vocab_index(draft.draft_vocab, draft.vocab_size)
 
@@ -99,4 +99,4 @@ def distill_features(draft: torch.nn.Module, data: list[Example], features: list
     return train_loop(draft, data,
                       lambda batch: feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight),
                       evaluate if heldout else None, epochs=epochs, lr=lr, seed=seed, evals=evals,
-                      tokens_per_batch=tokens_per_batch, on_step=on_step)
+                      tokens_per_batch=tokens_per_batch, on_step=on_step, compute_dtype=compute_dtype)
