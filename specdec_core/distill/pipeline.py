@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ..config import LIVE_CONFIDENCE_STOP, SpecConfig
+from ..cpu_matmul import cpu_has_native_bf16
 from ..engine import speculative_generate
 from ..models import encode_prompt
 from .data import Example, generate_dataset
@@ -50,8 +51,7 @@ def train_compute_dtype(choice: str, device: torch.device) -> torch.dtype:
     AVX-512 BF16 or AMX, as oneDNN reports it; a CUDA GPU that supports it), fp32 elsewhere. On this
     project's CPU bf16 mixed precision trains the feature draft about 2.2 × faster than fp32."""
     if choice == "auto":
-        native = (torch.cuda.is_bf16_supported() if device.type == "cuda"
-                  else device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        native = torch.cuda.is_bf16_supported() if device.type == "cuda" else device.type == "cpu" and cpu_has_native_bf16()
         choice = "bf16" if native else "fp32"
     return torch.bfloat16 if choice == "bf16" else torch.float32
 
