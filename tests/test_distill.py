@@ -165,3 +165,17 @@ def test_recipe_search_cuts_answers_and_refuses_unknown_variants(capsys):
         main(["--only", "no-such-variant"])
     assert "unknown variant(s) no-such-variant" in capsys.readouterr().err
     assert all(len(spec) == 9 for spec in VARIANTS.values())
+
+
+def test_training_precision_and_epochs_defaults(monkeypatch):
+    from specdec_core.distill.__main__ import parse_args
+    from specdec_core.distill.pipeline import train_compute_dtype
+    feature, token = parse_args([]), parse_args(["--design", "token"])
+    assert (feature.epochs, feature.train_dtype) == (10.0, "auto") and (token.epochs, token.train_dtype) == (5.0, "fp32")
+    assert parse_args(["--epochs", "3", "--train-dtype", "bf16"]).epochs == 3.0
+    cpu = torch.device("cpu")
+    assert train_compute_dtype("bf16", cpu) == torch.bfloat16 and train_compute_dtype("fp32", cpu) == torch.float32
+    monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: True)
+    assert train_compute_dtype("auto", cpu) == torch.bfloat16
+    monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: False)
+    assert train_compute_dtype("auto", cpu) == torch.float32       # emulated bf16 would be slower than fp32

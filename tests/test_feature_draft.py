@@ -64,6 +64,15 @@ def test_training_lowers_the_loss_and_raises_agreement(trained):
     assert draft.embed_tokens.weight.requires_grad is False and draft.lm_head.weight.requires_grad is False
 
 
+def test_mixed_precision_training_learns_and_keeps_fp32_weights(tiny_target):
+    train = _examples(tiny_target, 48, seed=0)
+    draft = trainable_feature_draft(tiny_target, 1, build_vocab(train, 20, V))
+    log = distill_features(draft, train, target_features(tiny_target, train), epochs=8, lr=3e-3, seed=0, pad=0,
+                           tokens_per_batch=128, compute_dtype=torch.bfloat16)
+    assert sum(log["losses"][-5:]) < 0.85 * sum(log["losses"][:5])
+    assert all(p.dtype == torch.float32 for p in draft.parameters())     # autocast: the weights stay fp32
+
+
 @torch.inference_mode()
 def _reference_drafts(target, draft, ids: list[int], k: int) -> list[int]:
     """Greedy drafts recomputed from scratch: target features for every position but the last, then the
@@ -80,16 +89,18 @@ def _reference_drafts(target, draft, ids: list[int], k: int) -> list[int]:
     return out
 
 
-def test_training_is_reproducible(tiny_target):
+@pytest.mark.parametrize("compute_dtype", [torch.float32, torch.bfloat16])
+def test_training_is_reproducible(tiny_target, compute_dtype):
     """Same data and seed: the same weights, bit for bit (why ``python -m specdec_core.distill`` rebuilds the
-    shipped draft exactly); another seed: other weights."""
+    shipped draft exactly), in fp32 and in bf16 mixed precision; another seed: other weights."""
     train = _examples(tiny_target, 12, seed=0)
     feats = target_features(tiny_target, train)
 
     def weights(seed: int) -> dict[str, torch.Tensor]:
         torch.manual_seed(seed)           # the init's random part (the command seeds it: see pipeline.py)
         draft = trainable_feature_draft(tiny_target, 1, build_vocab(train, 20, V))
-        distill_features(draft, train, feats, epochs=2, lr=3e-3, seed=seed, pad=0, tokens_per_batch=64)
+        distill_features(draft, train, feats, epochs=2, lr=3e-3, seed=seed, pad=0, tokens_per_batch=64,
+                         compute_dtype=compute_dtype)
         return {k: v.clone() for k, v in draft.state_dict().items()}
 
     first, again, other = weights(0), weights(0), weights(1)

@@ -56,7 +56,7 @@ def train_compute_dtype(choice: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if choice == "bf16" else torch.float32
 
 
-def _train_token(args, target, data, vocab, curve_set, pad, on_step):
+def _train_token(args, target, data, vocab, curve_set, pad, on_step, compute_dtype):
     from ..trained_draft import build_draft
     layers = [int(x) for x in str(args.layers).split(",") if x.strip()]
     draft = build_draft(target, layers, vocab)
@@ -65,21 +65,20 @@ def _train_token(args, target, data, vocab, curve_set, pad, on_step):
         p.requires_grad_(True)
     n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
     log = distill(draft, data, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad, heldout=curve_set,
-                  tokens_per_batch=args.batch_tokens, on_step=on_step,
-                  compute_dtype=train_compute_dtype(args.train_dtype, target.device))
+                  tokens_per_batch=args.batch_tokens, on_step=on_step, compute_dtype=compute_dtype)
     what = (f"a Llama decoder of {len(layers)} layers initialised from the target's layers {layers}, the "
             "target's final norm")
     return draft, log, {"init_layers": layers, "trainable_params": n_train}, what
 
 
-def _train_feature(args, target, data, vocab, curve_set, pad, on_step, features, curve_features):
+def _train_feature(args, target, data, vocab, curve_set, pad, on_step, compute_dtype, features, curve_features):
     from .train_feature import distill_features, trainable_feature_draft
     layer = int(str(args.layers).split(",")[-1])
     draft = trainable_feature_draft(target, layer, vocab)
     n_train = sum(p.numel() for p in draft.parameters() if p.requires_grad)
     log = distill_features(draft, data, features, epochs=args.epochs, lr=args.lr, seed=args.seed, pad=pad,
                            heldout=(curve_set, curve_features), tokens_per_batch=args.batch_tokens, on_step=on_step,
-                           compute_dtype=train_compute_dtype(args.train_dtype, target.device))
+                           compute_dtype=compute_dtype)
     what = (f"EAGLE-style: fc([embedding; target feature]) then one decoder layer initialised from the target's "
             f"layer {layer}, then a norm; reads the target's last hidden state")
     return draft, log, {"init_layer": layer, "trainable_params": n_train}, what
@@ -117,16 +116,17 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
     # (its seeded generation also fixes the global generator the feature draft's random init draws from)
     curve_set = generate_dataset(target, tokenizer, held[:16], 64, 16, seed=args.seed + 7)
     vocab = build_vocab(data, args.vocab, target.config.vocab_size, always=(tokenizer.eos_token_id,))
+    compute_dtype = train_compute_dtype(args.train_dtype, target.device)
     with bar(int(data_info["response_tokens"] * args.epochs), "2/3 train") as b:
         def on_step(n: int, loss: float) -> None:
             b.update(n)
             b.set_postfix(loss=f"{loss:.3f}")
         if args.design == "feature":
             from .features import target_features
-            draft, log, arch, what = _train_feature(args, target, data, vocab, curve_set, pad, on_step, features,
-                                   target_features(target, curve_set))
+            draft, log, arch, what = _train_feature(args, target, data, vocab, curve_set, pad, on_step, compute_dtype,
+                                                    features, target_features(target, curve_set))
         else:
-            draft, log, arch, what = _train_token(args, target, data, vocab, curve_set, pad, on_step)
+            draft, log, arch, what = _train_token(args, target, data, vocab, curve_set, pad, on_step, compute_dtype)
     card = {
         "what": f"{args.design} draft for SmolLM2-135M-Instruct (bundled): {what}; a head over the {len(vocab)} "
                 "most frequent response tokens (q = 0 elsewhere); embedding and LM head shared with the target "
@@ -136,7 +136,7 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "work_dir", "stage")),
         "data": {**data_info, "source": DATA_SOURCE},
         "training": {"epochs": args.epochs, "lr": args.lr, "batch_tokens": args.batch_tokens,
-                     "compute_dtype": str(train_compute_dtype(args.train_dtype, target.device)).removeprefix("torch."),
+                     "compute_dtype": str(compute_dtype).removeprefix("torch."),
                      "steps": log["steps"],
                      "response_tokens_seen": log["response_tokens_seen"], "seconds": log["seconds"],
                      "first_loss": round(log["losses"][0], 4),
