@@ -62,8 +62,12 @@ def small_batch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 @functools.cache
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX, as oneDNN reports it)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX, as oneDNN reports it; False where this
+    torch build cannot say: the check is a private torch operator)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def bf16_head_dtype(weight: torch.Tensor) -> torch.dtype | None:
