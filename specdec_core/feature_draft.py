@@ -29,7 +29,7 @@ from .drafters import (CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, new_kv_
                        with_catchup)
 from .timing import now_ms
 from .trained_draft import (DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits, read_card,
-                            read_weights, write_card)
+                            read_weights, ready_for_decoding, write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
 SHARED = ("embed_tokens", "lm_head")      # the target's own modules: tied at load time, never stored or trained
@@ -210,9 +210,7 @@ def load_feature_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> Feat
                               f"rebuild it with `{REBUILD}`")
     dtype = next(target.parameters()).dtype
     draft.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
-    draft.requires_grad_(False)
-    draft.bf16_head = True                                           # decoding reads the head rows in bf16 where faster
-    return draft.eval()
+    return ready_for_decoding(draft)
 
 
 _LOADED: "weakref.WeakKeyDictionary[torch.nn.Module, FeatureDraft]" = weakref.WeakKeyDictionary()

@@ -28,6 +28,7 @@ ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "
 CARD = "draft_card.json"
 REBUILD = "python -m specdec_core.distill"
 T = TypeVar("T")
+D = TypeVar("D", bound=torch.nn.Module)
 
 
 def draft_config(target_config, n_layers: int):
@@ -46,7 +47,7 @@ def head_rows(draft: torch.nn.Module) -> torch.Tensor:
     marked ``bf16_head`` keeps them in ``cpu_matmul.bf16_head_dtype`` (bf16 for a float32 head on a CPU with
     native bf16), any other in the head's own dtype."""
     rows, w = draft._head_rows, draft.lm_head.weight
-    dtype = (getattr(draft, "bf16_head", False) and bf16_head_dtype(w)) or w.dtype
+    dtype = (draft.bf16_head and bf16_head_dtype(w)) or w.dtype
     stale = rows is None or rows.dtype != dtype or rows.device != w.device
     if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):
         with torch.no_grad():
@@ -62,6 +63,14 @@ def draft_vocab_logits(draft: torch.nn.Module, hidden: torch.Tensor) -> torch.Te
     if rows.dtype != hidden.dtype and not torch.is_autocast_enabled(hidden.device.type):
         return torch.nn.functional.linear(hidden.to(rows.dtype), rows).to(hidden.dtype)
     return small_batch_linear(hidden, rows)
+
+
+def ready_for_decoding(draft: D) -> D:
+    """A loaded draft, frozen, in eval mode, and marked ``bf16_head`` (see ``head_rows``): what both loaders
+    return."""
+    draft.requires_grad_(False)
+    draft.bf16_head = True
+    return draft.eval()
 
 
 def full_vocab_logits(small: torch.Tensor, vocab_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -83,6 +92,7 @@ def _draft_class():
             ids = vocab_ids.to(torch.long).to(self.lm_head.weight.device)
             self.register_buffer("draft_vocab", ids, persistent=False)
             self._head_rows = None                           # gathered lazily, after weights are tied
+            self.bf16_head = False                           # set by the loader: see head_rows
 
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""
@@ -207,9 +217,7 @@ def load_bundled_draft(target: torch.nn.Module, folder: str = ASSET_DIR) -> torc
         raise DraftFilesError(f"the trained draft's files in {folder} do not match its card or this target "
                               f"(missing or extra tensors); rebuild them with `{REBUILD}`")
     draft.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False)
-    draft.requires_grad_(False)
-    draft.bf16_head = True                               # decoding reads the head rows in bf16 where that is faster
-    return draft.eval()
+    return ready_for_decoding(draft)
 
 
 _LOADED: "weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module]" = weakref.WeakKeyDictionary()
