@@ -70,16 +70,6 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
-def bf16_head_dtype(weight: torch.Tensor) -> torch.dtype | None:
-    """The dtype a draft's head rows are best kept in for decoding: bfloat16 for a float32 head on a CPU with
-    native bf16 (None: keep the head's own dtype). A draft's head over 16,384 rows is the largest matrix it
-    reads per step; in bf16 it is half the bytes: on this project's 2-core CPU (2026-11-26) the feature
-    draft's head took 0.56 ms instead of 0.76 (casts included), a whole draft step 1.39 ms instead of 1.66–1.74."""
-    if weight.device.type == "cpu" and weight.dtype == torch.float32 and cpu_has_native_bf16():
-        return torch.bfloat16
-    return None
-
-
 def max_rows() -> int:
     """The most rows the weight-major path takes with the current intra-op thread count."""
     return SMALL_ROWS[1] if torch.get_num_threads() > 1 else min(SMALL_ROWS[1], ONE_THREAD_MAX_ROWS)

@@ -28,11 +28,10 @@ from torch import nn
 from .drafters import (CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, new_kv_cache, proposal_from_steps,
                        with_catchup)
 from .timing import now_ms
-from .trained_draft import (DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits, read_card,
-                            read_weights, ready_for_decoding, write_card)
+from .trained_draft import (SHARED_MODULES, DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits,
+                            read_card, read_weights, ready_for_decoding, write_card)
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
-SHARED = ("embed_tokens", "lm_head")      # the target's own modules: tied at load time, never stored or trained
 WEIGHTS = "feature_draft.safetensors"
 REBUILD = "python -m specdec_core.distill --design feature"
 
@@ -62,7 +61,7 @@ class FeatureDraft(nn.Module):
         self.rotary_emb = copy.deepcopy(decoder.rotary_emb)
         self.register_buffer("draft_vocab", vocab_ids.to(torch.long), persistent=False)
         self._head_rows: torch.Tensor | None = None
-        self.bf16_head = False                                       # the loader sets it: see trained_draft.head_rows
+        self.int8_decoding = False                                   # the loader sets it: see trained_draft.draft_vocab_logits
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.to(self.lm_head.weight.device)
         self.embed_tokens.weight.requires_grad_(False)
@@ -101,7 +100,7 @@ class FeatureDraft(nn.Module):
         return FeatureDrafter(self, name)
 
     def own_state(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(SHARED)}
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(SHARED_MODULES)}
 
 
 class FeatureDrafter:

@@ -22,13 +22,16 @@ from typing import TypeVar
 
 import torch
 
-from .cpu_matmul import bf16_head_dtype, small_batch_linear
+from .cpu_matmul import small_batch_linear
+from .int8_decode import Int8Cache, int8_linear, int8_ready, use_int8_decoding, wants_grad
 
 ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_draft")
 CARD = "draft_card.json"
 REBUILD = "python -m specdec_core.distill"
 T = TypeVar("T")
 D = TypeVar("D", bound=torch.nn.Module)
+SHARED_MODULES = ("embed_tokens", "lm_head")   # a draft's children that are the target's own: tied at load time,
+                                               # never stored, trained or converted
 
 
 def draft_config(target_config, n_layers: int):
@@ -43,33 +46,34 @@ def draft_config(target_config, n_layers: int):
 
 def head_rows(draft: torch.nn.Module) -> torch.Tensor:
     """The shared LM head's rows for ``draft.draft_vocab``, gathered once (cached on ``draft._head_rows``)
-    and again after a dtype or device change, or when autograd needs a normal tensor. A draft its loader
-    marked ``bf16_head`` keeps them in ``cpu_matmul.bf16_head_dtype`` (bf16 for a float32 head on a CPU with
-    native bf16), any other in the head's own dtype."""
+    and again after a dtype or device change, or when autograd needs a normal tensor."""
     rows, w = draft._head_rows, draft.lm_head.weight
-    dtype = (draft.bf16_head and bf16_head_dtype(w)) or w.dtype
-    stale = rows is None or rows.dtype != dtype or rows.device != w.device
+    stale = rows is None or rows.dtype != w.dtype or rows.device != w.device
     if stale or (rows.is_inference() and not torch.is_inference_mode_enabled()):
         with torch.no_grad():
-            rows = draft._head_rows = w[draft.draft_vocab].to(dtype).contiguous()
+            rows = draft._head_rows = w[draft.draft_vocab].contiguous()
     return rows
 
 
 def draft_vocab_logits(draft: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary, in ``hidden``'s dtype. With head
-    rows kept in another dtype (bf16 for decoding on CPU), the product runs in that dtype: q is then the
-    draft's q at that precision, which keeps the sampling exact (the rule holds for any q)."""
+    """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary. A draft its loader prepared for
+    decoding multiplies by an int8 copy of the rows where it can (``int8_decode``): q is then the draft's q at
+    that precision, which keeps the sampling exact (the rule holds for any q)."""
     rows = head_rows(draft)
-    if rows.dtype != hidden.dtype and not torch.is_autocast_enabled(hidden.device.type):
-        return torch.nn.functional.linear(hidden.to(rows.dtype), rows).to(hidden.dtype)
+    if draft.int8_decoding and int8_ready(rows) and not wants_grad(hidden):
+        if getattr(draft, "_head_int8", None) is None:
+            draft._head_int8 = Int8Cache()
+        return int8_linear(hidden, draft._head_int8.get(rows))
     return small_batch_linear(hidden, rows)
 
 
 def ready_for_decoding(draft: D) -> D:
-    """A loaded draft, frozen, in eval mode, and marked ``bf16_head`` (see ``head_rows``): what both loaders
+    """A loaded draft, frozen, in eval mode, its own linear layers and its head rows multiplied in int8 where
+    the CPU allows (``int8_decode``; the modules shared with the target keep their class): what both loaders
     return."""
     draft.requires_grad_(False)
-    draft.bf16_head = True
+    use_int8_decoding(draft, skip=SHARED_MODULES)
+    draft.int8_decoding = True
     return draft.eval()
 
 
@@ -92,7 +96,7 @@ def _draft_class():
             ids = vocab_ids.to(torch.long).to(self.lm_head.weight.device)
             self.register_buffer("draft_vocab", ids, persistent=False)
             self._head_rows = None                           # gathered lazily, after weights are tied
-            self.bf16_head = False                           # set by the loader: see head_rows
+            self.int8_decoding = False                       # set by the loader: see draft_vocab_logits
 
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""

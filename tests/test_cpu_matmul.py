@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatchLinear, bf16_head_dtype,
-                                     cpu_has_native_bf16, max_rows, small_batch_linear, use_small_batch_matmul)
+from specdec_core.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatchLinear,
+                                     max_rows, small_batch_linear, use_small_batch_matmul)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (1, 3, 24), (2, 3, 24), (1, 8, 24), (1, 13, 24), (3, 5, 24),
@@ -61,11 +61,3 @@ def test_bundled_model_is_loaded_with_the_fast_path(bundled):
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(type(m) is SmallBatchLinear for m in linears)
     assert model.lm_head.weight is model.model.embed_tokens.weight   # tied weights stay tied
-
-
-def test_bf16_head_only_for_float32_on_a_cpu_with_native_bf16(monkeypatch):
-    w = torch.randn(8, 4)
-    assert bf16_head_dtype(w) == (torch.bfloat16 if cpu_has_native_bf16() else None)
-    assert bf16_head_dtype(w.half()) is None and bf16_head_dtype(w.bfloat16()) is None
-    monkeypatch.setattr("specdec_core.cpu_matmul.cpu_has_native_bf16", lambda: False)
-    assert bf16_head_dtype(w) is None          # emulated bf16 would be slower than the float32 head

@@ -17,8 +17,8 @@ from specdec_core.distill.train_feature import distill_features, feature_agreeme
 from specdec_core.drafters import model_drafter
 from specdec_core.engine import TargetModel
 from specdec_core.feature_draft import WEIGHTS, FeatureDrafter, save_feature_draft
-from specdec_core.cpu_matmul import bf16_head_dtype
-from specdec_core.trained_draft import DraftFilesError, head_rows
+from specdec_core.int8_decode import Int8DecodeLinear
+from specdec_core.trained_draft import DraftFilesError
 from test_distill import V, _examples
 from test_exactness import PROMPT, VOCAB, chi_square_p, empirical_first_tokens, exact_first_tokens
 from tests.conftest import make_tiny_lm
@@ -143,8 +143,8 @@ def test_round_trip_and_broken_files(tiny_target, trained, tmp_path):
     assert torch.equal(torch.isinf(a), torch.isinf(b)) and a.shape[-1] == V
     assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=2e-2)   # fp16 on disk
     assert isinstance(model_drafter(loaded), FeatureDrafter)
-    assert head_rows(loaded).dtype == (bf16_head_dtype(tiny_target.lm_head.weight) or torch.float32)
-    assert head_rows(draft).dtype == torch.float32                  # a draft in training keeps its head's dtype
+    assert loaded.int8_decoding and not draft.int8_decoding          # only a loaded draft decodes in int8
+    assert type(loaded.eh_proj) is Int8DecodeLinear and type(loaded.lm_head) is not Int8DecodeLinear
     assert json.loads((tmp_path / "draft_card.json").read_text())["files"] == [WEIGHTS]
 
     (tmp_path / WEIGHTS).write_bytes(b"not a safetensors file")

@@ -1,10 +1,11 @@
 """The sampling math on hand-built logits: warping, accept/reject, residual."""
 import pytest
 import torch
+from scipy.stats import chisquare
 from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
                                                     TopPLogitsWarper)
 
-from specdec_core.sampling import (acceptance_probs, first_rejection, point_mass, residual_distribution,
+from specdec_core.sampling import (acceptance_probs, first_rejection, point_mass, residual_distribution, sample,
                                    warp_logits)
 
 
@@ -94,3 +95,30 @@ def test_point_mass_residual_is_p_without_x():
     res = residual_distribution(p, point_mass(1, 3))
     assert torch.allclose(res, torch.tensor([0.4, 0.0, 0.6]))
     assert torch.allclose(acceptance_probs(p[[1]], torch.ones(1)), torch.tensor([0.5]))
+
+
+@pytest.mark.parametrize("probs", [
+    [0.5, 0.0, 0.2, 0.3, 0.0],                 # zero mass inside and at the end
+    [0.0, 0.0, 1.0, 0.0, 0.0],                 # a point mass
+    [3.0, 1.0, 0.0, 0.0, 2.0],                 # unnormalised: drawn in proportion to the mass
+    [1e-6, 0.999999, 0.0, 0.0, 0.0]])
+def test_sample_draws_in_proportion_and_never_a_zero(probs):
+    p = torch.tensor(probs)
+    n = 40_000
+    draws = sample(p.expand(n, -1), torch.Generator().manual_seed(3))
+    assert draws.shape == (n,) and draws.dtype == torch.long
+    counts = torch.bincount(draws, minlength=len(probs)).double()
+    assert (counts[p == 0] == 0).all()
+    mass = p[p > 0].double() / p.sum()
+    if len(mass) > 1 and mass.min() * n >= 5:
+        assert chisquare(counts[p > 0].numpy(), (mass * n).numpy()).pvalue > 1e-3
+
+
+def test_sample_shapes_seeds_and_a_big_vocabulary():
+    probs = torch.softmax(torch.randn(2, 3, 49_152, generator=torch.Generator().manual_seed(0)), -1)
+    a = sample(probs, torch.Generator().manual_seed(7))
+    assert a.shape == (2, 3)
+    assert torch.equal(a, sample(probs, torch.Generator().manual_seed(7)))
+    last_only = torch.zeros(49_152)
+    last_only[-1] = 1.0
+    assert int(sample(last_only, None)) == 49_151

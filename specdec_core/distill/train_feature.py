@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ..feature_draft import SHARED, FeatureDraft
+from ..feature_draft import FeatureDraft
+from ..trained_draft import SHARED_MODULES
 from .data import Example
 from .train import TOKENS_PER_BATCH, _collate, train_loop, vocab_index
 
@@ -79,7 +80,7 @@ def trainable_feature_draft(target: torch.nn.Module, layer: int, vocab_ids: torc
     draft = FeatureDraft(target, layer, vocab_ids)
     draft.requires_grad_(False)
     for name, p in draft.named_parameters():
-        if not name.startswith(SHARED):
+        if not name.startswith(SHARED_MODULES):
             p.requires_grad_(True)
     return draft
 
