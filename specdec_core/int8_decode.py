@@ -8,16 +8,17 @@ same step reads a quarter of the bytes, and torch's weight-only int8 kernel (``t
 bf16 activations) computes it.
 
 Measured on this project's 2-core AMD EPYC CPU (2026-11-26, the shipped feature draft, one token after a
-60-token cache, 200 steps): a whole draft step, head included, took 0.48–0.53 ms instead of 1.49–1.81 ms with
-the bf16 head and float32 layer before it, and 1.35–1.40 ms instead of 2.36–2.91 ms with the caches flushed
-before every step (what a step after a verify forward sees). The 1536 × 576 MLP matrix alone: 0.018 ms for one
-row instead of 0.074 in float32, and no slower than float32 up to 256 rows.
+60-token cache, 200 steps, two rounds): a whole draft step, head included, took 0.52–0.56 ms instead of
+1.51–1.56 ms with the bf16 head and float32 layer before it (1.63–1.71 ms all in float32), and 1.44–1.48 ms
+instead of 2.34–2.53 ms with the caches flushed before every step (what a step after a verify forward sees).
+The 1536 × 576 MLP matrix alone: 0.018 ms for one row instead of 0.074 in float32, and no slower than float32
+up to 256 rows.
 
-q changes a little, which keeps the sampling exact (the rule holds for any q) and the drafts' quality: on the
-card's 32 held-out prompts the feature draft agreed with the target's greedy token at its first draft step
-0.4648 of the time against 0.4623 with the bf16 head and 0.4633 in float32, and its expected acceptance at
-temperature 0.7 (sum of min(p, q), teacher-forced on the target's own answers) was 0.4871 against 0.4886 for
-both; through the engine, K = 1 greedy 0.532 against 0.525.
+q changes a little, which keeps the sampling exact (the rule holds for any q), and the draft is as good: on
+the card's 32 held-out prompts (teacher-forced on the target's own T 0.7 answers) its first draft agreed with
+the target's greedy token 0.4648 of the time, against 0.4623 with the bf16 head and 0.4633 in float32, and
+its expected acceptance at T 0.7, sum of min(p, q), was 0.4871 against 0.4886 for both; through the engine,
+the card's K = 1 greedy acceptance is 0.524 against 0.525.
 
 Only on a CPU with native bf16 arithmetic (elsewhere bf16 activations would be emulated) and only where no
 gradient is wanted: the loaders turn it on (``use_int8_decoding``), training never sees it.
@@ -35,6 +36,11 @@ def int8_ready(weight: torch.Tensor) -> bool:
     torch that has the kernel."""
     return (weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
             and hasattr(torch, "_weight_int8pack_mm") and cpu_has_native_bf16())
+
+
+def decoding_precision(weight: torch.Tensor) -> str:
+    """How a loaded draft whose weights are like ``weight`` multiplies, in words (for cards and reports)."""
+    return "int8 weights, one scale per row; bf16 activations" if int8_ready(weight) else f"{weight.dtype} weights"
 
 
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,6 +27,15 @@ def first_draft(d):
     return next(x for it in d["iterations"] for x in it["drafts"] if x["tested"])
 
 
+def uncertain_draft(d):
+    """A tested draft whose alpha < 1, so that some u in [0, 1) accepts it and another rejects it."""
+    return next(x for it in d["iterations"] for x in it["drafts"] if x["tested"] and x["alpha"] < 0.99)
+
+
+def contradict_u(x):
+    x["u"] = 0.999 if x["accepted"] else 0.0
+
+
 def mutate(d, fn):
     d = copy.deepcopy(d)
     fn(d)
@@ -39,8 +48,7 @@ CASES = {
     "missing iterations": (lambda d: d.pop("iterations"), "missing field 'iterations'"),
     "emitted mismatch": (lambda d: d["new_token_ids"].append(3), "concatenate"),
     "alpha wrong": (lambda d: first_draft(d).update(alpha=0.123456), "alpha"),
-    "accepted contradicts u": (lambda d: first_draft(d).update(u=0.0 if not first_draft(d)["accepted"] else 0.99999,
-                                                                   alpha=first_draft(d)["alpha"]), "contradicts|alpha"),
+    "accepted contradicts u": (lambda d: contradict_u(uncertain_draft(d)), "contradicts"),
     "probability > 1": (lambda d: first_draft(d).update(p=1.7), r"outside \[0, 1\]"),
     "nan": (lambda d: first_draft(d).update(q=float("nan")), "finite|outside"),
     "negative token": (lambda d: d["prompt_ids"].__setitem__(0, -4), "non-negative integers"),

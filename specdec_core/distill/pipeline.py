@@ -15,6 +15,7 @@ import torch
 
 from ..config import LIVE_CONFIDENCE_STOP, SpecConfig
 from ..cpu_matmul import cpu_has_native_bf16
+from ..int8_decode import decoding_precision
 from ..engine import speculative_generate
 from ..models import encode_prompt
 from .data import Example, generate_dataset
@@ -172,7 +173,8 @@ def measure_heldout(target: torch.nn.Module, tokenizer, make_draft: Callable[[],
             measured[name] = measure_acceptance(target, make_draft, tokenizer, held, temp, eval_tokens, k=k,
                                                 seed=seed, confidence_stop=stop)
             b.update(len(held) * eval_tokens)
-    return {"heldout_prompts": len(held), "new_tokens_each": eval_tokens, **measured}
+    return {"heldout_prompts": len(held), "new_tokens_each": eval_tokens,
+            "decoding": decoding_precision(target.get_output_embeddings().weight), **measured}
 
 
 def remeasure(args: argparse.Namespace, target: torch.nn.Module, tokenizer, bar: Callable) -> dict:
