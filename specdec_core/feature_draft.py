@@ -27,6 +27,7 @@ from torch import nn
 
 from .drafters import (CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, new_kv_cache, proposal_from_steps,
                        with_catchup)
+from .int8_decode import Int8Cache
 from .timing import now_ms
 from .trained_draft import (SHARED_MODULES, DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits,
                             read_card, read_weights, ready_for_decoding, write_card)
@@ -61,7 +62,7 @@ class FeatureDraft(nn.Module):
         self.rotary_emb = copy.deepcopy(decoder.rotary_emb)
         self.register_buffer("draft_vocab", vocab_ids.to(torch.long), persistent=False)
         self._head_rows: torch.Tensor | None = None
-        self.int8_decoding = False                                   # the loader sets it: see trained_draft.draft_vocab_logits
+        self.int8_head: Int8Cache | None = None                      # the loader sets it: see trained_draft.draft_vocab_logits
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.to(self.lm_head.weight.device)
         self.embed_tokens.weight.requires_grad_(False)

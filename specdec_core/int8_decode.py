@@ -31,11 +31,14 @@ from torch import nn
 from .cpu_matmul import SmallBatchLinear, cpu_has_native_bf16
 
 
+HAS_KERNEL = hasattr(torch, "_weight_int8pack_mm")
+
+
 def int8_ready(weight: torch.Tensor) -> bool:
     """Whether ``weight`` (out, in) can take the int8 path: a float32 matrix on a CPU with native bf16, in a
     torch that has the kernel."""
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
-            and hasattr(torch, "_weight_int8pack_mm") and cpu_has_native_bf16())
+    return (HAS_KERNEL and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
+            and cpu_has_native_bf16())
 
 
 def decoding_precision(weight: torch.Tensor) -> str:
@@ -83,13 +86,13 @@ def wants_grad(*tensors: torch.Tensor) -> bool:
 class Int8DecodeLinear(SmallBatchLinear):
     """A linear layer that multiplies by its int8 copy where it can (see ``int8_ready``) and nothing asks for a
     gradient; elsewhere (a GPU, float16, training) it is the plain ``SmallBatchLinear``. Its parameters and
-    state dict are the float ones, untouched."""
+    state dict are the float ones, untouched; ``use_int8_decoding`` gives it its ``int8`` cache."""
+
+    int8: Int8Cache
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.bias is None and int8_ready(self.weight) and not wants_grad(x, self.weight):
-            if "_int8" not in self.__dict__:
-                self._int8 = Int8Cache()
-            return int8_linear(x, self._int8.get(self.weight))
+            return int8_linear(x, self.int8.get(self.weight))
         return super().forward(x)
 
 
@@ -102,5 +105,6 @@ def use_int8_decoding(model: nn.Module, skip: tuple[str, ...] = ()) -> int:
         if name.split(".")[0] in skip or type(module) not in (nn.Linear, SmallBatchLinear):
             continue
         module.__class__ = Int8DecodeLinear
+        module.int8 = Int8Cache()
         n += 1
     return n

@@ -60,10 +60,8 @@ def draft_vocab_logits(draft: torch.nn.Module, hidden: torch.Tensor) -> torch.Te
     decoding multiplies by an int8 copy of the rows where it can (``int8_decode``): q is then the draft's q at
     that precision, which keeps the sampling exact (the rule holds for any q)."""
     rows = head_rows(draft)
-    if draft.int8_decoding and int8_ready(rows) and not wants_grad(hidden):
-        if getattr(draft, "_head_int8", None) is None:
-            draft._head_int8 = Int8Cache()
-        return int8_linear(hidden, draft._head_int8.get(rows))
+    if draft.int8_head is not None and int8_ready(rows) and not wants_grad(hidden):
+        return int8_linear(hidden, draft.int8_head.get(rows))
     return small_batch_linear(hidden, rows)
 
 
@@ -73,7 +71,7 @@ def ready_for_decoding(draft: D) -> D:
     return."""
     draft.requires_grad_(False)
     use_int8_decoding(draft, skip=SHARED_MODULES)
-    draft.int8_decoding = True
+    draft.int8_head = Int8Cache()
     return draft.eval()
 
 
@@ -96,7 +94,7 @@ def _draft_class():
             ids = vocab_ids.to(torch.long).to(self.lm_head.weight.device)
             self.register_buffer("draft_vocab", ids, persistent=False)
             self._head_rows = None                           # gathered lazily, after weights are tied
-            self.int8_decoding = False                       # set by the loader: see draft_vocab_logits
+            self.int8_head = None                            # set by the loader: see draft_vocab_logits
 
         def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
             """(…, hidden) → (…, len(draft_vocab)) logits over the draft vocabulary (differentiable in hidden)."""

@@ -143,7 +143,7 @@ def test_round_trip_and_broken_files(tiny_target, trained, tmp_path):
     assert torch.equal(torch.isinf(a), torch.isinf(b)) and a.shape[-1] == V
     assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=2e-2)   # fp16 on disk
     assert isinstance(model_drafter(loaded), FeatureDrafter)
-    assert loaded.int8_decoding and not draft.int8_decoding          # only a loaded draft decodes in int8
+    assert loaded.int8_head is not None and draft.int8_head is None  # only a loaded draft decodes in int8
     assert type(loaded.eh_proj) is Int8DecodeLinear and type(loaded.lm_head) is not Int8DecodeLinear
     assert json.loads((tmp_path / "draft_card.json").read_text())["files"] == [WEIGHTS]
 
