@@ -165,17 +165,68 @@ def test_recipe_search_cuts_answers_and_refuses_unknown_variants(capsys):
         main(["--only", "no-such-variant"])
     assert "unknown variant(s) no-such-variant" in capsys.readouterr().err
     assert all(len(spec) == 9 for spec in VARIANTS.values())
+    from specdec_core.distill.recipe_search import EXTRAS
+    assert set(EXTRAS) <= set(VARIANTS)
+
+
+def test_nucleus_sampler_draws_from_transformers_warped_distribution():
+    """The data stage's sampled answers: the same distribution as transformers' temperature, top-k and top-p
+    warpers (chi-square), never a token outside their support, carried out by greedy search (one finite score)."""
+    from scipy.stats import chisquare
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    from specdec_core.distill.data import NucleusSampler
+    torch.manual_seed(0)
+    scores = torch.randn(1, 40) * 2
+    ids = torch.zeros((1, 1), dtype=torch.long)
+    warped = TopPLogitsWarper(0.9)(ids, TopKLogitsWarper(12)(ids, TemperatureLogitsWarper(0.8)(ids, scores.clone())))
+    p = warped.softmax(-1)[0].double()
+    assert 1 < int((p > 0).sum()) < 12                                    # top-p cuts inside the top 12
+    n = 40_000
+    out = NucleusSampler(0.8, 12, 0.9)(ids.expand(n, -1), scores.expand(n, -1).contiguous())
+    assert bool((torch.isfinite(out).sum(-1) == 1).all())
+    counts = torch.bincount(out.argmax(-1), minlength=40).double()
+    assert counts[p == 0].sum() == 0
+    expected = p[p > 0] / p[p > 0].sum() * counts.sum()
+    assert chisquare(counts[p > 0].numpy(), expected.numpy()).pvalue > 1e-3
+
+
+def test_bf16_data_stage_is_deterministic_with_float32_labels(bundled):
+    """``--data-dtype bf16``: the decoder runs under autocast, the head in float32, so every label is the exact
+    log-softmax of the recorded feature; the same seed gives the same data; fp32's greedy choices are kept."""
+    from specdec_core.distill.data import decoder_autocast, generate_dataset
+    target, tok = bundled
+    prompts = ["Tell me about rivers.", "Give me a tip for learning to cook.", "Why do cats purr?", "Say hi."]
+    runs = []
+    for _ in range(2):
+        feats: list[torch.Tensor] = []
+        runs.append((generate_dataset(target, tok, prompts, 12, 2, seed=0, features=feats,
+                                      compute_dtype=torch.bfloat16), feats))
+    assert "forward" not in vars(target.get_decoder())               # the context manager put the class's back
+    (data, feats), (again, feats2) = runs
+    assert [e.ids for e in data] == [e.ids for e in again]
+    assert all(torch.equal(a.top_logp, b.top_logp) and torch.equal(f, g)
+               for a, b, f, g in zip(data, again, feats, feats2))
+    with torch.inference_mode():
+        for e, f in zip(data, feats):
+            logp = torch.log_softmax(target.lm_head(f[e.prompt_len - 1:len(e.ids) - 1].float()), dim=-1)
+            assert torch.allclose(logp.gather(1, e.top_ids.long()), e.top_logp.float(), atol=0.03)
+    plain = generate_dataset(target, tok, prompts[:2], 12, 2, seed=0)            # batch 0: greedy, fp32
+    same = sum(a == b for e, p in zip(data, plain) for a, b in zip(e.ids, p.ids))
+    assert same >= 0.8 * sum(len(p.ids) for p in plain)
+    with decoder_autocast(target, torch.float32):
+        assert "forward" not in vars(target.get_decoder())          # float32: nothing is wrapped
 
 
 def test_training_precision_and_epochs_defaults(monkeypatch):
     from specdec_core.distill.__main__ import parse_args
-    from specdec_core.distill.pipeline import train_compute_dtype
+    from specdec_core.distill.pipeline import resolve_dtype
     feature, token = parse_args([]), parse_args(["--design", "token"])
-    assert (feature.epochs, feature.train_dtype) == (10.0, "auto") and (token.epochs, token.train_dtype) == (5.0, "fp32")
+    assert (feature.epochs, feature.train_dtype, feature.data_dtype, feature.prompts) == (5.0, "auto", "auto", 8424)
+    assert (token.epochs, token.train_dtype, token.data_dtype, token.prompts) == (5.0, "fp32", "fp32", 4212)
     assert parse_args(["--epochs", "3", "--train-dtype", "bf16"]).epochs == 3.0
     cpu = torch.device("cpu")
-    assert train_compute_dtype("bf16", cpu) == torch.bfloat16 and train_compute_dtype("fp32", cpu) == torch.float32
+    assert resolve_dtype("bf16", cpu) == torch.bfloat16 and resolve_dtype("fp32", cpu) == torch.float32
     monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: True)
-    assert train_compute_dtype("auto", cpu) == torch.bfloat16
+    assert resolve_dtype("auto", cpu) == torch.bfloat16
     monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: False)
-    assert train_compute_dtype("auto", cpu) == torch.float32       # emulated bf16 would be slower than fp32
+    assert resolve_dtype("auto", cpu) == torch.float32       # emulated bf16 would be slower than fp32

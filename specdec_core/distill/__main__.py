@@ -32,7 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="folder for the weights and the card (default: the shipped one)")
     ap.add_argument("--work-dir", default=".distill_cache", help="cache for the generated data")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prompts", type=int, default=N_TRAINING_PROMPTS, help="training prompts")
+    ap.add_argument("--prompts", type=int, default=None,
+                    help=f"training prompts (default: {2 * N_TRAINING_PROMPTS} feature, {N_TRAINING_PROMPTS} token)")
     ap.add_argument("--prompt-pool", choices=["broad", "narrow"], default=None,
                     help="broad: many templates, topics and whole chat prompts (default, feature design); narrow: "
                          f"the {N_TRAINING_PROMPTS} pairs of the first templates × topics (default, token design)")
@@ -41,7 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", default="0,29", help="target layers the draft's layers start from "
                     "(the feature design uses the last one)")
     ap.add_argument("--vocab", type=int, default=16384, help="draft head size (most frequent training tokens)")
-    ap.add_argument("--epochs", type=float, default=None, help="passes over the data (default: 10 feature, 5 token)")
+    ap.add_argument("--epochs", type=float, default=None, help="passes over the data (default: 5 for both designs)")
+    ap.add_argument("--data-dtype", choices=["auto", "bf16", "fp32"], default=None,
+                    help="the data stage's precision: bf16 = the target's decoder layers under autocast, its LM head "
+                         "(the labels) float32; auto = bf16 where the CPU or GPU has native bf16 arithmetic "
+                         "(default: auto feature, fp32 token)")
     ap.add_argument("--train-dtype", choices=["auto", "bf16", "fp32"], default=None,
                     help="the training's compute precision: bf16 = mixed precision (autocast; weights and optimizer "
                          "stay fp32); auto = bf16 where the CPU or GPU has native bf16 arithmetic, else fp32 "
@@ -58,8 +63,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     feature = args.design == "feature"
     args.out = args.out or DEFAULT_OUT[args.design]
     args.lr = args.lr if args.lr is not None else (2e-3 if feature else 5e-4)
-    args.epochs = args.epochs if args.epochs is not None else (10.0 if feature else 5.0)
+    args.prompts = args.prompts or (2 * N_TRAINING_PROMPTS if feature else N_TRAINING_PROMPTS)
+    args.epochs = args.epochs if args.epochs is not None else 5.0
     args.train_dtype = args.train_dtype or ("auto" if feature else "fp32")
+    args.data_dtype = args.data_dtype or ("auto" if feature else "fp32")
     args.batch_tokens = args.batch_tokens or (1024 if feature else 4096)
     args.prompt_pool = args.prompt_pool or ("broad" if feature else "narrow")
     return args
@@ -70,9 +77,16 @@ def _bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="tok", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
 
 
+def _data_dtype(args: argparse.Namespace):
+    import torch
+    from .pipeline import resolve_dtype
+    return resolve_dtype(args.data_dtype, torch.device("cpu"))
+
+
 def _data_key(args: argparse.Namespace) -> tuple[dict, str]:
     key = {"prompts": args.prompts, "max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
-           "seed": args.seed, "pool": args.prompt_pool, "version": 3}
+           "seed": args.seed, "pool": args.prompt_pool, "dtype": str(_data_dtype(args)).removeprefix("torch."),
+           "version": 3}
     return key, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -97,7 +111,7 @@ def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[
     with _bar(len(prompts) * args.max_new_tokens, "1/3 data (upper bound)") as bar:
         data = generate_dataset(target, tokenizer, prompts, args.max_new_tokens, args.batch_size, args.seed,
                                 on_batch=lambda n: bar.update(args.batch_size * args.max_new_tokens),
-                                features=features)
+                                features=features, compute_dtype=_data_dtype(args))
     info = {**key, "response_tokens": sum(len(e.ids) - e.prompt_len for e in data), "examples": len(data),
             "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.work_dir, exist_ok=True)

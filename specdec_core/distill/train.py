@@ -114,7 +114,7 @@ def vocab_index(draft_vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
 def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable[[list[int]], torch.Tensor],
                evaluate: Callable[[], dict] | None, *, epochs: float, lr: float, seed: int, evals: int,
                tokens_per_batch: int, on_step: Callable[[int, float], None] | None,
-               compute_dtype: torch.dtype = torch.float32) -> dict:
+               compute_dtype: torch.dtype = torch.float32, weight_decay: float = 0.0) -> dict:
     """The training loop both draft designs share: AdamW on the draft's trainable parameters, batches of
     similar length in a new seeded order each epoch, warm-up then cosine learning rate, gradient clipping.
     ``batch_loss(indices)`` is the design's loss; ``evaluate()`` its held-out agreement figures, logged
@@ -123,7 +123,7 @@ def train_loop(draft: torch.nn.Module, data: list[Example], batch_loss: Callable
     stay float32; the evaluations run in float32)."""
     torch.manual_seed(seed)
     params = [p for p in draft.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     per_epoch = make_batches(data, tokens_per_batch, seed)
     total = max(1, round(len(per_epoch) * epochs))
     eval_at = {round(total * (i + 1) / evals) for i in range(evals)} if evaluate else set()

@@ -27,22 +27,27 @@ def _padded_features(features: list[torch.Tensor], idx: list[int], width: int) -
     return out
 
 
-def _passes(draft: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor, unroll: bool):
-    """Pass 1 on the target's features; pass 2 (optional) on the draft's own pass-1 guesses of them."""
+def _passes(draft: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor, unroll: bool, noise: float = 0.0):
+    """Pass 1 on the target's features; pass 2 (optional) on the draft's own pass-1 guesses of them. With
+    ``noise`` > 0 the input features get uniform noise in [-noise, noise] (training only)."""
     pos = torch.arange(ids.shape[1] - 1, device=ids.device)[None].expand(ids.shape[0], -1)
-    out1 = draft(ids[:, 1:], feats[:, :-1], pos)                           # (B, W-1, H): f̂_{t+1}
+    inp = feats[:, :-1]
+    if noise:
+        inp = inp + (torch.rand_like(inp) * 2 - 1) * noise
+    out1 = draft(ids[:, 1:], inp, pos)                                     # (B, W-1, H): f̂_{t+1}
     if not unroll:
         return out1, None
-    own = torch.cat([feats[:, :1], out1[:, :-1].detach()], dim=1)           # f̂_t for t ≥ 1, f_0 for t = 0
+    own = torch.cat([inp[:, :1], out1[:, :-1].detach()], dim=1)             # f̂_t for t ≥ 1, f_0 for t = 0
     return out1, draft(ids[:, 1:], own, pos)
 
 
 def feature_loss(draft: torch.nn.Module, data: list[Example], features: list[torch.Tensor], idx: list[int],
-                 to_draft: torch.Tensor, pad: int, feat_weight: float, unroll_weight: float) -> torch.Tensor:
+                 to_draft: torch.Tensor, pad: int, feat_weight: float, unroll_weight: float,
+                 feat_noise: float = 0.0) -> torch.Tensor:
     dev = draft.lm_head.weight.device
     ids, mask, rows, cols, slot, p = (t.to(dev) for t in _collate(data, idx, to_draft, pad))
     feats = _padded_features(features, idx, ids.shape[1]).to(dev)
-    outs = _passes(draft, ids, feats, unroll_weight > 0)
+    outs = _passes(draft, ids, feats, unroll_weight > 0, feat_noise)
     valid = mask[:, 1:].bool()                                              # f_{t+1} exists
     total = torch.zeros(())
     for out, w in zip(outs, (1.0, unroll_weight)):
@@ -89,8 +94,10 @@ def distill_features(draft: torch.nn.Module, data: list[Example], features: list
                      lr: float, seed: int, pad: int, feat_weight: float = 1.0, unroll_weight: float = 0.5,
                      heldout: tuple[list[Example], list[torch.Tensor]] | None = None, evals: int = 8,
                      tokens_per_batch: int = TOKENS_PER_BATCH, on_step: Callable[[int, float], None] | None = None,
-                     compute_dtype: torch.dtype = torch.float32) -> dict:
-    """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings."""
+                     compute_dtype: torch.dtype = torch.float32, feat_noise: float = 0.0,
+                     weight_decay: float = 0.0) -> dict:
+    """Train ``draft`` in place; returns losses, the agreement curve (against response tokens seen), timings.
+    ``feat_noise``: half-width of the uniform noise on the input features; ``weight_decay``: AdamW's."""
     to_draft = vocab_index(draft.draft_vocab, draft.vocab_size)
 
     def evaluate() -> dict:
@@ -98,6 +105,8 @@ def distill_features(draft: torch.nn.Module, data: list[Example], features: list
         return {"step1_agreement": round(a1, 4), "step2_agreement_given_step1": round(a2, 4)}
 
     return train_loop(draft, data,
-                      lambda batch: feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight),
+                      lambda batch: feature_loss(draft, data, features, batch, to_draft, pad, feat_weight, unroll_weight,
+                                                 feat_noise),
                       evaluate if heldout else None, epochs=epochs, lr=lr, seed=seed, evals=evals,
-                      tokens_per_batch=tokens_per_batch, on_step=on_step, compute_dtype=compute_dtype)
+                      tokens_per_batch=tokens_per_batch, on_step=on_step, compute_dtype=compute_dtype,
+                      weight_decay=weight_decay)
