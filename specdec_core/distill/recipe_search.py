@@ -7,8 +7,8 @@ small), all scored on the same held-out answers:
  1. data - the target answers the training prompts (only the parts the chosen variants use, ``PARTS``):
            A = the narrow pool (``prompts.training_prompts(..., broad=False)``), greedy and sampled batches
            alternating as the distill command does, up to 160 tokens; B = the same prompts, every answer
-           sampled (T 0.8, top-p 0.95); N = the narrow pool as the distill command answers it (up to 80
-           tokens); W = twice as many prompts of the broad pool, alternating, up to 80 tokens. The target's
+           sampled (T 0.8, top-p 0.95; top-k 256 since 2026-11-26 16:00 UTC); N = the narrow pool as the
+           distill command answers it (up to 80 tokens); W = twice as many prompts of the broad pool, alternating, up to 80 tokens. The target's
            features by one teacher-forced pass. Held-out greedy answers (64 tokens) to two sets: template
            pairs (``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``: templates and topics never trained on) and
            ``FREEFORM_HELDOUT`` (whole chat prompts written apart from every training list).
@@ -152,7 +152,8 @@ def stage_variant(name: str, work_dir: str, out: str, device: str) -> dict:
     log = distill_features(draft, train, train_feats, epochs=epochs, lr=lr, seed=0, pad=pad, feat_weight=feat_w,
                            unroll_weight=unroll_w, heldout=held, evals=6,
                            tokens_per_batch=batch_tokens, **EXTRAS.get(name, {}))
-    result = {"name": name, "spec": VARIANTS[name], "extras": EXTRAS.get(name, {}), "answer_tokens": sum(len(e.ids) - e.prompt_len for e in train),
+    result = {"name": name, "spec": VARIANTS[name], "extras": EXTRAS.get(name, {}),
+              "answer_tokens": sum(len(e.ids) - e.prompt_len for e in train),
               "seconds": round(time.time() - t0, 1), "curve": log["curve"],
               "final": {k: feature_agreement(draft, *v) for k, v in (("held", held), ("free", free))}}
     os.makedirs(out, exist_ok=True)
