@@ -111,7 +111,7 @@ def load_or_generate_data(args: argparse.Namespace, target, tokenizer) -> tuple[
     with _bar(len(prompts) * args.max_new_tokens, "1/3 data (upper bound)") as bar:
         data = generate_dataset(target, tokenizer, prompts, args.max_new_tokens, args.batch_size, args.seed,
                                 on_batch=lambda n: bar.update(args.batch_size * args.max_new_tokens),
-                                features=features, compute_dtype=_data_dtype(args))
+                                features=features, compute_dtype=getattr(torch, key["dtype"]))
     info = {**key, "response_tokens": sum(len(e.ids) - e.prompt_len for e in data), "examples": len(data),
             "seconds": round(time.time() - t0, 1)}
     os.makedirs(args.work_dir, exist_ok=True)

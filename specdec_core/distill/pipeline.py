@@ -15,8 +15,8 @@ import torch
 
 from ..config import LIVE_CONFIDENCE_STOP, SpecConfig
 from ..cpu_matmul import cpu_has_native_bf16
-from ..int8_decode import decoding_precision
 from ..engine import speculative_generate
+from ..int8_decode import decoding_precision
 from ..models import encode_prompt
 from .data import Example, generate_dataset
 from .prompts import heldout_prompts
