@@ -31,6 +31,8 @@ import torch
 
 from .bench_measure import BenchPrompt, _machine_busy_s, geomean
 from .config import SpecConfig
+from .hindsight import priced_ms
+from .theory import Costs, costs_from_traces
 from .trace import Trace
 
 DrafterFactory = Callable[[torch.nn.Module], Any]
@@ -126,15 +128,21 @@ def _median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def sweep_costs(traces: dict[str, list[Trace]], ts: TheorySettings, calibrated: Sequence[float] | None) -> Costs:
+    """The costs of the calibrated prediction: read off all the sweep's fixed-K runs, the verify curve
+    merged with the calibration pass."""
+    return costs_from_traces([t for k in ts.ks for t in traces[f"K={k}"]], calibrated, max(ts.ks) + 1)
+
+
 def sweep_rows(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], bases: list[Any],
                ts: TheorySettings, calibrated: Sequence[float] | None) -> list[dict]:
     """Per K: measured median tokens/s, calibrated prediction (all K pooled), leave-one-out prediction,
     flat-verify prediction and the naive closed form."""
-    from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
+    from .theory import acceptance_profile, estimate_alpha, predicted_tokens_per_s, speedup
     n_max = max(ts.ks) + 1
     fixed = {k: traces[f"K={k}"] for k in ts.ks}
     pooled = [t for k in ts.ks for t in fixed[k]]
-    costs = costs_from_traces(pooled, calibrated, n_max)
+    costs = sweep_costs(traces, ts, calibrated)
     prof = acceptance_profile(pooled)
     n_tokens = round(_median([len(b.new_token_ids) for b in bases]))
     alphas = [a for a in (estimate_alpha(t) for t in pooled) if a is not None]
@@ -189,9 +197,12 @@ def best_fixed_k(traces: dict[str, list[Trace]], ts: TheorySettings) -> int:
 
 
 def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]], ts: TheorySettings,
-               h2h: dict[str, list[Trace]] | None = None) -> dict:
+               h2h: dict[str, list[Trace]] | None = None, costs: Costs | None = None,
+               best_ms: float | None = None) -> dict:
     """Cost-aware vs the best fixed K and vs the heuristic: from the paired head-to-head rounds ``h2h`` when
-    given (medians of the per-round ratios), else from the sweep's medians; the sweep's ratio always."""
+    given (medians of the per-round ratios), else from the sweep's medians; the sweep's ratio always. With
+    ``costs``, also the policies' decisions priced by them (``hindsight.priced_ms``, median over runs: free
+    of timing noise) and, with ``best_ms`` (the best schedule in hindsight), the bound it sets."""
     best_k = best_fixed_k(traces, ts)
     names = (f"K={best_k}", "cost", "heuristic")
     sweep = {n: _median([t.stats.tokens_per_s for t in traces[n]]) for n in names}
@@ -206,6 +217,7 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
 
     ks_used = [it.k for t in runs["cost"] for it in t.iterations]
     expected = traces["cost"][0].baseline.new_token_ids
+    priced = ({n: _median([priced_ms(t, costs) for t in runs[n]]) for n in names} if costs is not None else {})
     return {"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "best_fixed_k": best_k,
             "best_fixed": tps[names[0]], "cost": tps["cost"], "heuristic": tps["heuristic"],
             "cost_vs_best": ratio("cost", names[0]), "cost_vs_heuristic": ratio("cost", "heuristic"),
@@ -214,8 +226,24 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
             "head_to_head_rounds": len(h2h[names[0]]) if h2h else 0,
             "cost_mean_k": sum(ks_used) / len(ks_used) if ks_used else None,
             "iterations": [_median([len(t.iterations) for t in runs[n]]) for n in names],
+            "priced_cost_vs_heuristic": priced["heuristic"] / priced["cost"] if priced else None,
+            "priced_best_vs_heuristic": priced["heuristic"] / priced[names[0]] if priced else None,
+            "hindsight_vs_heuristic": priced["heuristic"] / best_ms if priced and best_ms else None,
             "same_as_baseline": all(t.new_token_ids == expected for n in ("cost", "heuristic")
                                     for t in [*traces[n], *(h2h or {}).get(n, [])])}
+
+
+def _hindsight_ms(drafter: Any, ids: list[int], traces: dict[str, list[Trace]], tok: Any, ts: TheorySettings,
+                  costs: Costs) -> float | None:
+    """The best schedule's time in hindsight for this prompt's greedy output (``hindsight``); None for a
+    drafter whose proposals do not follow from the sequence alone (a draft model)."""
+    from .hindsight import best_schedule, outcomes
+    try:
+        rows = outcomes(drafter, ids, traces["cost"][0].baseline.new_token_ids, max(ts.ks),
+                        getattr(tok, "eos_token_id", None))
+    except ValueError:
+        return None
+    return best_schedule(rows, costs)[0]
 
 
 def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt], ts: TheorySettings,
@@ -247,7 +275,9 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
             out["live"] += live_rows(prompt, name, traces, ts, curve.verify_ms)
             h2h = (head_to_head(target, tok, ids, factories[name], ts, best_fixed_k(traces, ts))
                    if ts.h2h_repeats > 0 else None)
-            out["policies"].append(policy_row(prompt, name, traces, ts, h2h))
+            costs = sweep_costs(traces, ts, curve.verify_ms)
+            out["policies"].append(policy_row(prompt, name, traces, ts, h2h, costs,
+                                              _hindsight_ms(factories[name](target), ids, traces, tok, ts, costs)))
             p = out["policies"][-1]
             log(f"  theory / {prompt.name} / {name}: {time.perf_counter() - t1:.0f} s; best fixed K={p['best_fixed_k']} "
                 f"{p['best_fixed']:.1f} tok/s, cost {p['cost']:.1f} (x{p['cost_vs_best']:.2f}), heuristic "
@@ -273,6 +303,8 @@ def summarize_theory(out: dict) -> dict:
         vs_best = [r["cost_vs_best"] for r in pol if r["cost_vs_best"]]
         vs_heur = [r["cost_vs_heuristic"] for r in pol if r["cost_vs_heuristic"]]
         oracle = [r["best_vs_heuristic"] for r in pol if r["best_vs_heuristic"]]
+        priced = [r["priced_cost_vs_heuristic"] for r in pol if r.get("priced_cost_vs_heuristic")]
+        bound = [r["hindsight_vs_heuristic"] for r in pol if r.get("hindsight_vs_heuristic")]
         summary[d] = {
             "median_k": k_med, "error_at_median_k": max(med) if med else None,
             "error_every_k": max(every) if every else None, "error_loo_every_k": max(loo) if loo else None,
@@ -281,6 +313,8 @@ def summarize_theory(out: dict) -> dict:
             "cost_vs_best_geomean": geomean(vs_best) if vs_best else None,
             "cost_vs_heuristic_geomean": geomean(vs_heur) if vs_heur else None,
             "best_vs_heuristic_geomean": geomean(oracle) if oracle else None,
+            "priced_cost_vs_heuristic_geomean": geomean(priced) if priced else None,
+            "hindsight_vs_heuristic_geomean": geomean(bound) if bound else None,
             "met": {
                 "median_k": bool(med) and max(med) <= PREDICTION_GOALS["median_k"],
                 "every_k": bool(every) and max(every) <= PREDICTION_GOALS["every_k"],
@@ -332,21 +366,23 @@ def render_theory(out: dict) -> str:
               "best fixed K, the cost-aware policy and the heuristic: what the policies decided, free of the "
               "machine's timing noise.", "",
               "| prompt | drafter | best fixed K | its tok/s | cost-aware | ÷ best fixed | heuristic | cost ÷ heuristic "
-              "| ÷ best fixed (sweep) | cost's mean K | iterations | same output |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| ÷ best fixed (sweep) | priced: cost ÷ heuristic | hindsight ÷ heuristic | cost's mean K | iterations "
+              "| same output |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["policies"]:
         mk = "–" if r["cost_mean_k"] is None else f"{r['cost_mean_k']:.1f}"
         its = " / ".join(f"{x:g}" for x in r.get("iterations", ()))
         sweep = r.get("cost_vs_best_sweep")
+        priced, bound = (_ratio(r.get(key)) for key in ("priced_cost_vs_heuristic", "hindsight_vs_heuristic"))
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['best_fixed_k']} | {r['best_fixed']:.1f} | {r['cost']:.1f} "
                      f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | "
-                     f"{'–' if sweep is None else f'{sweep:.2f}'} | {mk} | {its} | "
+                     f"{_ratio(sweep)} | {priced} | {bound} | {mk} | {its} | "
                      f"{'yes' if r['same_as_baseline'] else 'NO'} |")
     lines += ["", "Summary against the targets:", "",
               "| drafter | error at median K (≤ 10 %) | worst K (≤ 20 %) | worst K, leave-one-out | Live-like (≤ 10 %) "
               "| cost ÷ best fixed, worst prompt (≥ 0.95) | cost ÷ heuristic, geo. mean (≥ 1.05) "
-              "| best fixed ÷ heuristic, geo. mean (each prompt's best K, known after the sweep) |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| best fixed ÷ heuristic, geo. mean (each prompt's best K, known after the sweep) "
+              "| priced: cost ÷ heuristic, geo. mean | hindsight ÷ heuristic, geo. mean (no policy can beat it) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     yes = {True: "met", False: "NOT met"}
     for d, v in out["summary"].items():
         def cell(x: float | None, key: str | None, pct: bool = True) -> str:
@@ -359,5 +395,20 @@ def render_theory(out: dict) -> str:
                      f"{cell(v['error_loo_every_k'], None)} | "
                      f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
                      f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} | "
-                     f"{cell(v['best_vs_heuristic_geomean'], None, False)} |")
+                     f"{cell(v['best_vs_heuristic_geomean'], None, False)} | "
+                     f"{cell(v.get('priced_cost_vs_heuristic_geomean'), None, False)} | "
+                     f"{cell(v.get('hindsight_vs_heuristic_geomean'), None, False)} |")
+    pairs = [r["cost_vs_heuristic"] for r in out["policies"] if r["cost_vs_heuristic"]]
+    if pairs:
+        lines += ["", f"Over all {len(pairs)} (prompt, drafter) pairs: cost ÷ heuristic, geo. mean "
+                      f"{geomean(pairs):.2f} (the target above is per drafter)."]
+    lines += ["", "Priced: the policies' decisions (each iteration's K and the drafts it verified, median over "
+                  "runs) priced by the sweep's calibrated costs, free of the machine's timing noise. Hindsight "
+                  "(prompt lookup, whose proposals follow from the text alone): the least time any K schedule "
+                  "could take for the same output under those costs (`hindsight.best_schedule`), against the "
+                  "heuristic's priced time: no K policy can gain more than this over the heuristic."]
     return "\n".join(lines)
+
+
+def _ratio(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"

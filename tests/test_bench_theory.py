@@ -8,6 +8,7 @@ import torch
 from conftest import make_tiny_lm
 from specdec_core import bench, bench_theory as bt
 from specdec_core.bench_measure import BenchPrompt
+from specdec_core.hindsight import priced_ms
 
 PROMPT = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
 
@@ -45,19 +46,30 @@ def test_theory_pass_rows_summary_and_markdown(target):
     k = bt.best_fixed_k(traces, ts)
     h2h = bt.head_to_head(target, None, PROMPT, dict(bt.DRAFTERS)["ngram"], replace(ts, h2h_repeats=3), k)
     assert set(h2h) == {f"K={k}", "cost", "heuristic"} and all(len(v) == 3 for v in h2h.values())
-    row = bt.policy_row(p, "ngram", traces, ts, h2h)
+    costs = bt.sweep_costs(traces, ts, curve.verify_ms)
+    best_ms = bt._hindsight_ms(dict(bt.DRAFTERS)["ngram"](target), PROMPT, traces, None, ts, costs)
+    row = bt.policy_row(p, "ngram", traces, ts, h2h, costs, best_ms)
+    priced = {n: sorted(priced_ms(t, costs) for t in h2h[n]) for n in ("cost", "heuristic")}
+    assert row["priced_cost_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / priced["cost"][1])
+    assert row["hindsight_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / best_ms)
+    assert row["hindsight_vs_heuristic"] >= 1.0 - 1e-9            # no schedule beats the best in hindsight
     paired = sorted(c.stats.tokens_per_s / b.stats.tokens_per_s for c, b in zip(h2h["cost"], h2h[f"K={k}"]))
     assert row["cost_vs_best"] == pytest.approx(paired[1]) and row["head_to_head_rounds"] == 3
     oracle = sorted(b.stats.tokens_per_s / h.stats.tokens_per_s for b, h in zip(h2h[f"K={k}"], h2h["heuristic"]))
     assert row["best_vs_heuristic"] == pytest.approx(oracle[1])
     assert row["same_as_baseline"] and len(row["iterations"]) == 3
+    out["policies"][0] = row
     out["summary"] = bt.summarize_theory(out)
     assert out["summary"]["ngram"]["median_k"] == 2
+    assert out["summary"]["ngram"]["hindsight_vs_heuristic_geomean"] == pytest.approx(row["hindsight_vs_heuristic"])
+    assert out["summary"]["self"]["hindsight_vs_heuristic_geomean"] is None       # a draft model: no bound
     md = bt.render_theory(out)
     assert "| p | ngram | 2 |" in md and "cost ÷ best fixed" in md and "n=1:" in md
     ngram_summary = [line for line in md.splitlines() if line.startswith("| ngram | ")][-1]
     assert "best fixed ÷ heuristic" in md
-    assert ngram_summary.endswith(f"| {out['summary']['ngram']['best_vs_heuristic_geomean']:.2f} |")
+    assert ngram_summary.endswith(f"| {out['summary']['ngram']['best_vs_heuristic_geomean']:.2f} | "
+                                  f"{row['priced_cost_vs_heuristic']:.2f} | {row['hindsight_vs_heuristic']:.2f} |")
+    assert "Over all 2 (prompt, drafter) pairs" in md and "hindsight ÷ heuristic" in md
 
 
 def test_summary_applies_the_targets():

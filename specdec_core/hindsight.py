@@ -1,0 +1,80 @@
+"""The best K schedule in hindsight, and a run's K decisions priced by one cost model.
+
+A greedy run emits the baseline's tokens whatever its K policy, so for a drafter whose proposal is a
+function of the sequence alone (prompt lookup) what every K would have given at every point of the output
+is known once the output is: ``outcomes`` proposes K = 0..k_max drafts after each prefix of the output and
+counts how many of them the output confirms. ``best_schedule`` is then an exact dynamic programme over the
+tokens emitted: the least total time under ``theory.Costs``, and the K of each iteration that reaches it.
+No K policy, which must decide before it sees the verify, can do better under the same costs; so
+``priced_ms(heuristic run) / best_ms`` bounds what any policy could gain over the heuristic on that job.
+
+``priced_ms(trace, costs)`` prices the decisions a run made (how many drafts each iteration verified) with
+the same costs: two policies compared this way differ by what they decided, not by the machine's timing
+noise between their runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .drafters import DraftPolicy
+from .theory import Costs
+from .trace import Trace
+
+Outcomes = list[list[tuple[int, int]]]   # [i][k]: (drafts proposed, drafts the output confirms) after i tokens
+
+
+def iteration_cost(costs: Costs, k: int, proposed: int) -> float:
+    """One iteration that asked for k drafts and got ``proposed``: drafting, one verify over them and the
+    last token, and the per-iteration overhead."""
+    return costs.overhead_ms + costs.draft_cost(proposed, k) + costs.t_verify(proposed + 1)
+
+
+def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
+             eos_token_id: int | None = None) -> Outcomes:
+    """For every i < len(output) and K = 0..min(k_max, tokens left - 1): what the drafter proposes after
+    prompt + output[:i] when asked for K, as (proposed, accepted), accepted = how many of them the output
+    confirms, left to right. Only for a drafter without state beyond the sequence (prompt lookup): a draft
+    model's proposals depend on its cache and, sampled, on its generator."""
+    if getattr(drafter, "model", None) is not None or getattr(drafter, "reads_features", False):
+        raise ValueError(f"hindsight needs a drafter whose proposals follow from the sequence alone "
+                         f"(prompt lookup), not '{getattr(drafter, 'name', drafter)}'")
+    policy = DraftPolicy(temperature=0.0, top_k=0, top_p=1.0, generator=None, eos_token_id=eos_token_id,
+                         raw_probs=False)
+    out, seq = list(output_ids), list(prompt_ids) + list(output_ids)
+    drafter.start(list(prompt_ids))
+    rows: Outcomes = []
+    for i in range(len(out)):
+        ids = seq[:len(prompt_ids) + i]
+        row = []
+        for k in range(min(k_max, len(out) - i - 1) + 1):
+            tokens = drafter.propose(ids, k, policy).tokens[:k]
+            accepted = 0
+            while accepted < len(tokens) and tokens[accepted] == out[i + accepted]:
+                accepted += 1
+            row.append((len(tokens), accepted))
+        rows.append(row)
+    return rows
+
+
+def best_schedule(rows: Outcomes, costs: Costs) -> tuple[float, list[int]]:
+    """The least total time to emit every token of ``rows``' output, and the K of each iteration on the way
+    (the smallest K among equally fast ones): T(i) = min over K of iteration_cost(K) + T(i + accepted + 1)."""
+    n = len(rows)
+    best = [0.0] * (n + 1)
+    choice = [0] * n
+    for i in range(n - 1, -1, -1):
+        options = [(iteration_cost(costs, k, proposed) + best[min(n, i + accepted + 1)], k)
+                   for k, (proposed, accepted) in enumerate(rows[i])]
+        best[i], choice[i] = min(options)
+    ks, i = [], 0
+    while i < n:
+        k = choice[i]
+        ks.append(k)
+        i += rows[i][k][1] + 1
+    return best[0], ks
+
+
+def priced_ms(trace: Trace, costs: Costs) -> float:
+    """The run's decisions (each iteration's K and the drafts it verified) priced by ``costs``."""
+    return sum(iteration_cost(costs, it.k, len(it.drafts)) for it in trace.iterations)

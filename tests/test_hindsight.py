@@ -1,0 +1,88 @@
+"""The best K schedule in hindsight (``hindsight``): exact against brute force on hand-made outcomes, the
+obvious schedules where they must be, prompt lookup's outcomes read off a real sequence, and no real run
+priced below it."""
+import itertools
+import random
+
+import pytest
+import torch
+
+from conftest import make_tiny_lm
+from specdec_core.config import SpecConfig
+from specdec_core.drafters import ModelDrafter, NGramDrafter
+from specdec_core.engine import speculative_generate
+from specdec_core.hindsight import best_schedule, iteration_cost, outcomes, priced_ms
+from specdec_core.theory import Costs
+
+RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False, overhead_ms=1.0)
+
+
+def _brute_force(rows, costs):
+    """Every sequence of K choices, walked to the end: the least total time."""
+    best = float("inf")
+    for ks in itertools.product(*(range(len(r)) for r in rows)):   # one K per position, used if reached
+        i, total = 0, 0.0
+        while i < len(rows):
+            proposed, accepted = rows[i][ks[i]]
+            total += iteration_cost(costs, ks[i], proposed)
+            i += accepted + 1
+        best = min(best, total)
+    return best
+
+
+def test_best_schedule_is_exact_against_brute_force():
+    rng = random.Random(0)
+    for _ in range(30):
+        n = rng.randint(1, 6)
+        rows = []
+        for i in range(n):
+            row = [(0, 0)]
+            for k in range(1, min(3, n - i - 1) + 1):
+                proposed = rng.randint(0, k)
+                row.append((proposed, rng.randint(0, proposed)))
+            rows.append(row)
+        ms, ks = best_schedule(rows, RISING)
+        assert ms == pytest.approx(_brute_force(rows, RISING))
+        i, total = 0, 0.0                                  # the schedule it returns takes that time
+        for k in ks:
+            total += iteration_cost(RISING, k, rows[i][k][0])
+            i += rows[i][k][1] + 1
+        assert i == n and total == pytest.approx(ms)
+
+
+def test_obvious_schedules():
+    n = 12
+    copy = [[(k, k) for k in range(min(4, n - i - 1) + 1)] for i in range(n)]       # every draft right
+    wrong = [[(k, 0) for k in range(min(4, n - i - 1) + 1)] for i in range(n)]      # every draft wrong
+    flat = Costs(verify_ms=(10.0, 10.0), draft_ms=0.0, draft_per_token=False)
+    ms, ks = best_schedule(copy, flat)                     # flat verify, sure drafts: three iterations
+    assert len(ks) == 3 and ms == pytest.approx(30.0)
+    ms, ks = best_schedule(wrong, RISING)                  # drafts that never land: never draft
+    assert ks == [0] * n and ms == pytest.approx(n * 11.0)
+
+
+def test_prompt_lookup_outcomes_read_off_the_sequence():
+    prompt = [5, 6, 7, 8, 9, 1, 2]
+    output = [5, 6, 7, 3, 4]          # after "... 1 2 5" lookup continues with 6 7 8 9: 6 and 7 are confirmed
+    rows = outcomes(NGramDrafter(), prompt, output, k_max=4)
+    assert [len(r) for r in rows] == [5, 4, 3, 2, 1]       # K never asks for more drafts than tokens left - 1
+    assert rows[1] == [(0, 0), (1, 1), (2, 2), (3, 2)]     # after "5": 6 7 8 proposed, 6 7 confirmed
+    assert rows[2][2] == (2, 1)                            # after "5 6": 7 8 proposed, 7 confirmed
+    with pytest.raises(ValueError, match="prompt lookup"):
+        outcomes(ModelDrafter(make_tiny_lm(vocab_size=16, seed=0)), prompt, output, k_max=2)
+
+
+def test_no_real_run_is_priced_below_the_hindsight_bound():
+    torch.manual_seed(0)
+    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
+    prompt = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
+    costs = Costs(verify_ms=(10.0, 10.5, 11.0, 14.0, 18.0, 22.0), draft_ms=0.05, draft_per_token=False,
+                  overhead_ms=0.5)
+    runs = {p: speculative_generate(target, NGramDrafter(), prompt,
+                                    SpecConfig(k=5, max_new_tokens=24, k_policy=p, full_trace=False))
+            for p in ("fixed", "heuristic", "cost")}
+    out = runs["fixed"].new_token_ids
+    assert all(r.new_token_ids == out for r in runs.values())
+    best, ks = best_schedule(outcomes(NGramDrafter(), prompt, out, k_max=5), costs)
+    assert all(priced_ms(r, costs) >= best - 1e-9 for r in runs.values())
+    assert sum(len(it.drafts) for it in runs["fixed"].iterations) > 0      # the bound was not trivially met
