@@ -29,49 +29,58 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 
 import torch
 
-#        name: (answers, prompts, cut to N answer tokens (0: whole), epochs, lr, feature-loss weight,
-#               unrolled-pass weight, draft vocabulary, tokens per batch)
-VARIANTS: dict[str, tuple[str, int, int, float, float, float, float, int, int]] = {
-    "shipped-2026-11-23": ("A", 1024, 0, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "2k-prompts-e4": ("A", 2048, 0, 4, 2e-3, 1.0, 0.5, 16384, 1024),
-    "2k-prompts-e8": ("A", 2048, 0, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "all-prompts-e3": ("A", 4212, 0, 3, 2e-3, 1.0, 0.5, 16384, 1024),
-    "all-prompts-e5": ("A", 4212, 0, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "all-prompts-80tok-e5": ("A", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "all-prompts-e3-lr4e-3": ("A", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 1024),
-    "all-prompts-e3-featloss0.1": ("A", 4212, 0, 3, 2e-3, 0.1, 0.5, 16384, 1024),
-    "all-prompts-e3-unroll1": ("A", 4212, 0, 3, 2e-3, 1.0, 1.0, 16384, 1024),
-    "all-prompts-e3-vocab32k": ("A", 4212, 0, 3, 2e-3, 1.0, 0.5, 32768, 1024),
-    "all-prompts-e3-batch4k": ("A", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 4096),
-    "two-answers-e2": ("AB", 4212, 0, 2, 2e-3, 1.0, 0.5, 16384, 1024),
-    "two-answers-e3-lr4e-3": ("AB", 4212, 0, 3, 4e-3, 1.0, 0.5, 16384, 1024),
-    "two-answers-e4": ("AB", 4212, 0, 4, 2e-3, 1.0, 0.5, 16384, 1024),
+
+@dataclass(frozen=True)
+class Variant:
+    """One training of the feature draft: which answers (``PARTS``), how many prompts, answers cut to their first
+    N tokens (0: whole), epochs, and what ``train_feature.distill_features`` gets beyond its data."""
+    answers: str
+    prompts: int
+    cut: int
+    epochs: float
+    lr: float = 2e-3
+    feat_weight: float = 1.0          # the feature loss's weight
+    unroll_weight: float = 0.5        # the unrolled pass's weight
+    vocab: int = 16384                # the draft vocabulary
+    batch_tokens: int = 1024          # tokens per batch
+    feat_noise: float = 0.0           # input-feature noise
+    weight_decay: float = 0.0         # AdamW weight decay
+
+
+VARIANTS: dict[str, Variant] = {
+    "shipped-2026-11-23": Variant("A", 1024, 0, 8),
+    "2k-prompts-e4": Variant("A", 2048, 0, 4),
+    "2k-prompts-e8": Variant("A", 2048, 0, 8),
+    "all-prompts-e3": Variant("A", 4212, 0, 3),
+    "all-prompts-e5": Variant("A", 4212, 0, 5),
+    "all-prompts-80tok-e5": Variant("A", 4212, 80, 5),
+    "all-prompts-e3-lr4e-3": Variant("A", 4212, 0, 3, lr=4e-3),
+    "all-prompts-e3-featloss0.1": Variant("A", 4212, 0, 3, feat_weight=0.1),
+    "all-prompts-e3-unroll1": Variant("A", 4212, 0, 3, unroll_weight=1.0),
+    "all-prompts-e3-vocab32k": Variant("A", 4212, 0, 3, vocab=32768),
+    "all-prompts-e3-batch4k": Variant("A", 4212, 0, 3, lr=4e-3, batch_tokens=4096),
+    "two-answers-e2": Variant("AB", 4212, 0, 2),
+    "two-answers-e3-lr4e-3": Variant("AB", 4212, 0, 3, lr=4e-3),
+    "two-answers-e4": Variant("AB", 4212, 0, 4),
     # the prompt pool (2026-11-26): narrow as shipped until then, broad at the same and at other budgets
-    "narrow-80tok-e5": ("N", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-80tok-e5": ("W", 4212, 80, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-8k-prompts-40tok-e5": ("W", 8424, 40, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-6k-prompts-56tok-e5": ("W", 6318, 56, 5, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-80tok-e8": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
+    "narrow-80tok-e5": Variant("N", 4212, 80, 5),
+    "broad-80tok-e5": Variant("W", 4212, 80, 5),
+    "broad-8k-prompts-40tok-e5": Variant("W", 8424, 40, 5),
+    "broad-6k-prompts-56tok-e5": Variant("W", 6318, 56, 5),
+    "broad-80tok-e8": Variant("W", 4212, 80, 8),
     # regularisation against the gap between training and held-out agreement (2026-11-26: the shipped draft
     # agrees 0.66 with its own training answers, 0.53 with held-out ones), and twice the data
-    "broad-e8-noise0.2": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-e8-noise0.5": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-e8-wd0.1": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-e8-noise0.2-wd0.1": ("W", 4212, 80, 8, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-8k-prompts-80tok-e4": ("W", 8424, 80, 4, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-8k-prompts-80tok-e6": ("W", 8424, 80, 6, 2e-3, 1.0, 0.5, 16384, 1024),
-    "broad-8k-e6-noise0.2": ("W", 8424, 80, 6, 2e-3, 1.0, 0.5, 16384, 1024),
-}
-# further keyword arguments of ``distill_features`` for some variants: input-feature noise, AdamW weight decay
-EXTRAS: dict[str, dict[str, float]] = {
-    "broad-e8-noise0.2": {"feat_noise": 0.2},
-    "broad-e8-noise0.5": {"feat_noise": 0.5},
-    "broad-e8-wd0.1": {"weight_decay": 0.1},
-    "broad-e8-noise0.2-wd0.1": {"feat_noise": 0.2, "weight_decay": 0.1},
-    "broad-8k-e6-noise0.2": {"feat_noise": 0.2},
+    "broad-e8-noise0.2": Variant("W", 4212, 80, 8, feat_noise=0.2),
+    "broad-e8-noise0.5": Variant("W", 4212, 80, 8, feat_noise=0.5),
+    "broad-e8-wd0.1": Variant("W", 4212, 80, 8, weight_decay=0.1),
+    "broad-e8-noise0.2-wd0.1": Variant("W", 4212, 80, 8, feat_noise=0.2, weight_decay=0.1),
+    "broad-8k-prompts-80tok-e4": Variant("W", 8424, 80, 4),
+    "broad-8k-prompts-80tok-e6": Variant("W", 8424, 80, 6),
+    "broad-8k-e6-noise0.2": Variant("W", 8424, 80, 6, feat_noise=0.2),
 }
 
 #     part: (pool, prompts, answer tokens, every answer sampled)
@@ -138,21 +147,21 @@ def _cut(example, feature: torch.Tensor, n: int):
 def stage_variant(name: str, work_dir: str, out: str, device: str) -> dict:
     from .train import build_vocab
     from .train_feature import distill_features, feature_agreement, trainable_feature_draft
-    answers, n, cut, epochs, lr, feat_w, unroll_w, vocab_size, batch_tokens = VARIANTS[name]
+    v = VARIANTS[name]
     target, tok = _load_target(device)
-    parts = {part: _load_part(work_dir, part) for part in answers}
+    parts = {part: _load_part(work_dir, part) for part in v.answers}
     held, free = _load_part(work_dir, "held"), _load_part(work_dir, "free")
-    pairs = [_cut(e, f, cut) for part in answers for e, f in zip(parts[part][0][:n], parts[part][1][:n])]
+    pairs = [_cut(e, f, v.cut) for part in v.answers for e, f in zip(parts[part][0][:v.prompts], parts[part][1][:v.prompts])]
     train, train_feats = [p[0] for p in pairs], [p[1] for p in pairs]
-    vocab = build_vocab(train, vocab_size, target.config.vocab_size, always=(tok.eos_token_id,))
+    vocab = build_vocab(train, v.vocab, target.config.vocab_size, always=(tok.eos_token_id,))
     torch.manual_seed(0)
     draft = trainable_feature_draft(target, 29, vocab)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     t0 = time.time()
-    log = distill_features(draft, train, train_feats, epochs=epochs, lr=lr, seed=0, pad=pad, feat_weight=feat_w,
-                           unroll_weight=unroll_w, heldout=held, evals=6,
-                           tokens_per_batch=batch_tokens, **EXTRAS.get(name, {}))
-    result = {"name": name, "spec": VARIANTS[name], "extras": EXTRAS.get(name, {}),
+    log = distill_features(draft, train, train_feats, epochs=v.epochs, lr=v.lr, seed=0, pad=pad,
+                           feat_weight=v.feat_weight, unroll_weight=v.unroll_weight, heldout=held, evals=6,
+                           tokens_per_batch=v.batch_tokens, feat_noise=v.feat_noise, weight_decay=v.weight_decay)
+    result = {"name": name, "spec": asdict(v),
               "answer_tokens": sum(len(e.ids) - e.prompt_len for e in train),
               "seconds": round(time.time() - t0, 1), "curve": log["curve"],
               "final": {k: feature_agreement(draft, *v) for k, v in (("held", held), ("free", free))}}
@@ -177,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    stage_data(args.work_dir, args.device, "".join(sorted({p for n in names for p in VARIANTS[n][0]})))
+    stage_data(args.work_dir, args.device, "".join(sorted({p for n in names for p in VARIANTS[n].answers})))
     os.makedirs(args.out, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
     common = ["--device", args.device, "--work-dir", args.work_dir, "--out", args.out]
