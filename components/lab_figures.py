@@ -355,6 +355,13 @@ def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
     fig.add_trace(go.Scatter(name=f"baseline ({sw.baseline_tokens_per_s:.1f} tok/s)", x=[ks[0], ks[-1]],
                              y=[sw.baseline_tokens_per_s] * 2, mode="lines",
                              line={"color": pal.BASELINE, "width": 2, "dash": "dash"}, hoverinfo="skip"), row=1, col=1)
+    if sw.hindsight_tokens_per_s is not None:
+        fig.add_trace(go.Scatter(
+            name=f"best K schedule in hindsight ({sw.hindsight_tokens_per_s:.1f} tok/s, calibrated)",
+            x=[ks[0], ks[-1]], y=[sw.hindsight_tokens_per_s] * 2, mode="lines",
+            line={"color": pal.BONUS, "width": 2, "dash": "longdash"},
+            hovertext=f"the best K per iteration, knowing the output (Ks: {_ks_summary(sw.hindsight_ks)}), priced "
+                      "by the calibrated costs: no K policy can beat it", hoverinfo="text"), row=1, col=1)
     best = next(r for r in sw.runs if r.k == sw.best_k)
     fig.add_trace(go.Scatter(name=f"best K = {sw.best_k}", x=[best.k], y=[best.tokens_per_s], mode="markers",
                              marker={"symbol": "star", "size": 20, "color": "#FFD700",
@@ -379,3 +386,9 @@ def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
     fig.update_yaxes(title_text="tokens / s", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=2, col=1)
     return fig
+
+
+def _ks_summary(ks: list[int], limit: int = 24) -> str:
+    """A schedule's Ks, the first ``limit`` and how many more."""
+    head = " ".join(map(str, ks[:limit]))
+    return head + (f" … (+{len(ks) - limit})" if len(ks) > limit else "")

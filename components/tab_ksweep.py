@@ -81,6 +81,10 @@ def ksweep_md(sw: KSweep) -> str:
                      f"the measured verify cost per tokens fed (ms: {curve}), draft cost, overhead and prefill; it is "
                      f"within {100 * max(errs):.0f} % of the measured tokens/s at every K here. Click "
                      "“calibrated, flat verify (GPU-like)” in the legend to see what a flat verify would give.")
+    if sw.hindsight_tokens_per_s is not None:
+        parts.append(f"Knowing the output, the best K for each iteration (prompt lookup's proposals follow from "
+                     f"the text alone) would give **{sw.hindsight_tokens_per_s:.1f} tokens/s** under the same costs: "
+                     "the ceiling for any K policy, fixed or adaptive, on this prompt.")
     return " ".join(parts)
 
 

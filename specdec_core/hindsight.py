@@ -75,6 +75,21 @@ def best_schedule(rows: Outcomes, costs: Costs) -> tuple[float, list[int]]:
     return best[0], ks
 
 
+def hindsight_tokens_per_s(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
+                           costs: Costs, eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
+    """The best schedule in hindsight as a run's tokens/s (the prefill counted, as ``theory`` prices a run)
+    and its Ks; None for a drafter it cannot replay (a draft model) or an empty output."""
+    try:
+        rows = outcomes(drafter, prompt_ids, output_ids, k_max, eos_token_id)
+    except ValueError:
+        return None
+    if not rows:
+        return None
+    ms, ks = best_schedule(rows, costs)
+    total = costs.prefill_ms + ms
+    return (1000.0 * len(rows) / total if total > 0 else float("inf")), ks
+
+
 def priced_ms(trace: Trace, costs: Costs) -> float:
     """The run's decisions (each iteration's K and the drafts it verified) priced by ``costs``."""
     return sum(iteration_cost(costs, it.k, len(it.drafts)) for it in trace.iterations)

@@ -23,7 +23,9 @@ from .drafters import ModelDrafter, NGramDrafter, model_drafter
 from .engine import as_drafter, baseline_generate, speculative_generate, warm_up
 from .model_pool import LoadedModel, ModelPool
 from .models import check_tokenizer_compat
-from .theory import acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s, speedup
+from .hindsight import hindsight_tokens_per_s
+from .theory import (Costs, acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s,
+                     speedup)
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
 from .trace import Trace
 
@@ -148,6 +150,8 @@ class KSweep:
     predicted_tokens_per_s: list[float | None] = field(default_factory=list)  # calibrated cost model, per K
     predicted_flat_tokens_per_s: list[float | None] = field(default_factory=list)  # the same, verify made flat
     verify_ms: list[float] = field(default_factory=list)   # the t_verify(n) curve used, n = 1..K_max + 1
+    hindsight_tokens_per_s: float | None = None   # greedy prompt lookup: the best K schedule in hindsight, priced
+    hindsight_ks: list[int] = field(default_factory=list)  # … and its K per iteration (``hindsight``)
 
     def theory_k(self) -> int | None:
         """K with the highest closed-form speedup for the measured alpha and c (ties: smallest)."""
@@ -198,15 +202,22 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
               for r in runs]
     best = max(runs, key=lambda r: (r.tokens_per_s, -r.k)).k
     sweep = KSweep(name, runs, base.tokens_per_s, base_ms, alpha, c, best, theory)
-    calibrated_curves(sweep, traces, base, target)
+    costs = calibrated_curves(sweep, traces, base, target)
+    if costs is not None and cfg.greedy:
+        best_run = hindsight_tokens_per_s(as_drafter(draft, target), ids, base.new_token_ids, max(ks), costs,
+                                          getattr(tokenizer, "eos_token_id", None))
+        if best_run is not None:
+            sweep.hindsight_tokens_per_s, sweep.hindsight_ks = best_run
     return sweep
 
 
-def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any, target: torch.nn.Module | None) -> None:
+def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any,
+                      target: torch.nn.Module | None) -> Costs | None:
     """Fill the sweep's calibrated prediction: one acceptance profile and one set of costs pooled over
     all the runs (verify curve = the runs' own verify times merged with the target's calibration pass,
     timed here if this process has none yet), each K priced for a job of the baseline's length. The
-    flat variant gives every verify the cost of a one-token forward (GPU-like)."""
+    flat variant gives every verify the cost of a one-token forward (GPU-like). Returns the costs (None
+    when the runs have none to read)."""
     from .calibration import calibrate
     n_max = max(r.k for r in sweep.runs) + 1
     curve = None
@@ -222,13 +233,14 @@ def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any, target:
     try:
         costs = costs_from_traces(with_base, curve, n_max)
     except ValueError:
-        return
+        return None
     prof = acceptance_profile(traces)
     n = len(base.new_token_ids)
     sweep.verify_ms = list(costs.verify_ms)
     sweep.predicted_tokens_per_s = [predicted_tokens_per_s(costs, prof, r.k, n) for r in sweep.runs]
     flat = costs.flat()
     sweep.predicted_flat_tokens_per_s = [predicted_tokens_per_s(flat, prof, r.k, n) for r in sweep.runs]
+    return costs
 
 
 def _k_run(k: int, trace: Trace, baseline_ids: list[int] | None) -> KRun:

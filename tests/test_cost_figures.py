@@ -64,6 +64,13 @@ def test_ksweep_draws_calibrated_and_naive_curves():
     flat = LF.ksweep_figure(_sweep(), flat=True)
     shown = next(t for t in flat.data if t.name == "calibrated, flat verify (GPU-like)")
     assert list(shown.y) == [28.0, 33.0] and shown.visible is True
+    assert not any("hindsight" in (t.name or "") for t in fig.data)
+    sw = _sweep()
+    sw.hindsight_tokens_per_s, sw.hindsight_ks = 31.5, [0, 3, 3, 1]
+    line = next(t for t in LF.ksweep_figure(sw).data if (t.name or "").startswith("best K schedule in hindsight"))
+    assert list(line.y) == [31.5, 31.5] and "0 3 3 1" in line.hovertext
+    from components.tab_ksweep import ksweep_md
+    assert "31.5 tokens/s" in ksweep_md(sw) and "Knowing the output" not in ksweep_md(_sweep())
 
 
 def test_theory_tab_draws_the_runs_calibrated_curve():

@@ -69,6 +69,19 @@ def test_k_sweep_on_tiny_models(tiny_pair):
     assert sw.alpha is not None and 0 <= sw.alpha <= 1 and sw.c is not None and sw.c > 0
     assert len(sw.theory_tokens_per_s) == 3 and sw.theory_k() in (1, 2, 3)
     assert sw.theory_tokens_per_s[0] == pytest.approx(sw.baseline_tokens_per_s * speedup(sw.alpha, 1, sw.c))
+    assert sw.hindsight_tokens_per_s is None and sw.hindsight_ks == []    # a draft model: no replay
+
+
+def test_k_sweep_with_prompt_lookup_gets_the_hindsight_ceiling(tiny_pair):
+    target, _ = tiny_pair
+    cfg = SpecConfig(k=1, temperature=0.0, max_new_tokens=16, seed=0)
+    prompt = [3, 7, 1, 5, 3, 7, 1, 4, 3, 7, 1, 5]            # the 8-token vocabulary of the tiny pair
+    sw = k_sweep(target, NGramDrafter(), prompt, cfg, [1, 2, 3])
+    assert sw.hindsight_tokens_per_s is not None and sw.hindsight_tokens_per_s > 0
+    assert sw.hindsight_ks and max(sw.hindsight_ks) <= 3
+    assert len(sw.hindsight_ks) <= min(r.new_tokens for r in sw.runs)     # one K per iteration it plans
+    sampled = k_sweep(target, NGramDrafter(), prompt, SpecConfig(k=1, temperature=1.0, max_new_tokens=8, seed=0), [1])
+    assert sampled.hindsight_tokens_per_s is None                       # sampled: the output depends on K
 
 
 def test_k_sweep_rejects_bad_k(tiny_pair):
