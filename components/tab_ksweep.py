@@ -83,8 +83,9 @@ def ksweep_md(sw: KSweep) -> str:
                      "“calibrated, flat verify (GPU-like)” in the legend to see what a flat verify would give.")
     if sw.hindsight_tokens_per_s is not None:
         parts.append(f"Knowing the output, the best K for each iteration (prompt lookup's proposals follow from "
-                     f"the text alone) would give **{sw.hindsight_tokens_per_s:.1f} tokens/s** under the same costs: "
-                     "the ceiling for any K policy, fixed or adaptive, on this prompt.")
+                     f"the text alone) would give **{sw.hindsight_tokens_per_s:.1f} tokens/s**, priced like the "
+                     "calibrated curve: no K policy, fixed or adaptive, can do better under those costs (a measured "
+                     "point can still land above it by the machine's timing noise).")
     return " ".join(parts)
 
 
