@@ -31,7 +31,7 @@ import torch
 
 from .bench_measure import BenchPrompt, _machine_busy_s, geomean
 from .config import SpecConfig
-from .hindsight import priced_ms
+from .hindsight import priced_ms, replay_best
 from .theory import Costs, costs_from_traces
 from .trace import Trace
 
@@ -237,13 +237,9 @@ def _hindsight_ms(drafter: Any, ids: list[int], traces: dict[str, list[Trace]], 
                   costs: Costs) -> float | None:
     """The best schedule's time in hindsight for this prompt's greedy output (``hindsight``); None for a
     drafter whose proposals do not follow from the sequence alone (a draft model)."""
-    from .hindsight import best_schedule, outcomes
-    try:
-        rows = outcomes(drafter, ids, traces["cost"][0].baseline.new_token_ids, max(ts.ks),
-                        getattr(tok, "eos_token_id", None))
-    except ValueError:
-        return None
-    return best_schedule(rows, costs)[0]
+    best = replay_best(drafter, ids, traces["cost"][0].baseline.new_token_ids, max(ts.ks), costs,
+                       getattr(tok, "eos_token_id", None))
+    return None if best is None else best[0]
 
 
 def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt], ts: TheorySettings,

@@ -75,19 +75,25 @@ def best_schedule(rows: Outcomes, costs: Costs) -> tuple[float, list[int]]:
     return best[0], ks
 
 
-def hindsight_tokens_per_s(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
-                           costs: Costs, eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
-    """The best schedule in hindsight as a run's tokens/s (the prefill counted, as ``theory`` prices a run)
-    and its Ks; None for a drafter it cannot replay (a draft model) or an empty output."""
+def replay_best(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int, costs: Costs,
+                eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
+    """``best_schedule`` of the drafter's ``outcomes`` on this output: (ms, Ks); None for a drafter it cannot
+    replay (a draft model) or an empty output."""
     try:
         rows = outcomes(drafter, prompt_ids, output_ids, k_max, eos_token_id)
     except ValueError:
         return None
-    if not rows:
+    return best_schedule(rows, costs) if rows else None
+
+
+def hindsight_tokens_per_s(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
+                           costs: Costs, eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
+    """``replay_best`` as a run's tokens/s (the prefill counted, as ``theory`` prices a run) and its Ks."""
+    best = replay_best(drafter, prompt_ids, output_ids, k_max, costs, eos_token_id)
+    if best is None:
         return None
-    ms, ks = best_schedule(rows, costs)
-    total = costs.prefill_ms + ms
-    return (1000.0 * len(rows) / total if total > 0 else float("inf")), ks
+    total = costs.prefill_ms + best[0]
+    return (1000.0 * len(output_ids) / total if total > 0 else float("inf")), best[1]
 
 
 def priced_ms(trace: Trace, costs: Costs) -> float:

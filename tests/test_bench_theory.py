@@ -49,8 +49,9 @@ def test_theory_pass_rows_summary_and_markdown(target):
     costs = bt.sweep_costs(traces, ts, curve.verify_ms)
     best_ms = bt._hindsight_ms(dict(bt.DRAFTERS)["ngram"](target), PROMPT, traces, None, ts, costs)
     row = bt.policy_row(p, "ngram", traces, ts, h2h, costs, best_ms)
-    priced = {n: sorted(priced_ms(t, costs) for t in h2h[n]) for n in ("cost", "heuristic")}
+    priced = {n: sorted(priced_ms(t, costs) for t in h2h[n]) for n in (f"K={k}", "cost", "heuristic")}
     assert row["priced_cost_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / priced["cost"][1])
+    assert row["priced_best_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / priced[f"K={k}"][1])
     assert row["hindsight_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / best_ms)
     assert row["hindsight_vs_heuristic"] >= 1.0 - 1e-9            # no schedule beats the best in hindsight
     paired = sorted(c.stats.tokens_per_s / b.stats.tokens_per_s for c, b in zip(h2h["cost"], h2h[f"K={k}"]))
