@@ -14,7 +14,9 @@ per prompt and drafter:
   fixed K is picked from the sweep, then it, the cost-aware policy and the heuristic run ``h2h_repeats``
   more rounds head to head, back to back in a rotating order: the ratios are medians of those paired
   rounds (the sweep's own ratio, the best of eight noisy medians against one, is biased against any
-  policy and is printed beside them).
+  policy and is printed beside them). Beside them, free of timing noise, the policies' decisions priced by
+  the sweep's calibrated costs and, for prompt lookup, the best K schedule in hindsight under the same
+  costs (``hindsight``): the most any K policy could gain over the heuristic.
 
 Add a drafter to ``DRAFTERS`` (one line) and every section covers it.
 """
