@@ -181,6 +181,8 @@ def test_ksweep_on_the_bundled_model(pool):
     assert all(r[-1] == "yes" for r in rows)
     assert "Best measured K" in md and isinstance(fig, go.Figure)
     assert "calibrated" in md and any(t.name == "calibrated prediction (measured verify curve)" for t in fig.data)
+    assert "Knowing the output" in md                                    # greedy prompt lookup: the ceiling
+    assert any((t.name or "").startswith("best K schedule in hindsight") for t in fig.data)
     with pytest.raises(gr.Error, match="could not load"):
         tab_ksweep.run_ksweep(pool, "bundled", "org/absent-model", "hi", True, 2, 0.0, 12, 0, progress=None)
 
