@@ -404,7 +404,7 @@ def render_theory(out: dict) -> str:
                   "runs) priced by the sweep's calibrated costs, free of the machine's timing noise. Hindsight "
                   "(prompt lookup, whose proposals follow from the text alone): the least time any K schedule "
                   "could take for the same output under those costs (`hindsight.best_schedule`), against the "
-                  "heuristic's priced time: no K policy can gain more than this over the heuristic."]
+                  "heuristic's priced time: under those costs no K policy can gain more than this over the heuristic."]
     return "\n".join(lines)
 
 
