@@ -280,6 +280,8 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
             log(f"  theory / {prompt.name} / {name}: {time.perf_counter() - t1:.0f} s; best fixed K={p['best_fixed_k']} "
                 f"{p['best_fixed']:.1f} tok/s, cost {p['cost']:.1f} (x{p['cost_vs_best']:.2f}), heuristic "
                 f"{p['heuristic']:.1f} (cost x{p['cost_vs_heuristic']:.2f})")
+    from .calibration import measure_verify_curve
+    out["t1_end_ms"] = measure_verify_curve(target, 1, curve.context, curve.repeats).t1   # did the host drift?
     out["summary"] = summarize_theory(out)
     return out
 
@@ -338,6 +340,7 @@ def render_theory(out: dict) -> str:
              "Calibration pass, one target forward over n new tokens after a "
              f"{cal['context']}-token cache ({cal['repeats']} rounds, the shape and the level each a median): "
              + ", ".join(f"n={n}: {v:.1f}" for n, v in enumerate(cal["verify_ms"], 1)) + " ms.", "",
+             *_drift_lines(cal["verify_ms"][0], out.get("t1_end_ms")),
              "K sweep: tokens/s measured (median [min–max]) vs the calibrated prediction (acceptance and costs "
              "pooled over all K; error), the leave-one-out prediction (priced from the other K's runs only), "
              "the same model with a flat (GPU-like) verify, and the naive closed form E/(cK+1).", "",
@@ -406,6 +409,23 @@ def render_theory(out: dict) -> str:
                   "could take for the same output under those costs (`hindsight.best_schedule`), against the "
                   "heuristic's priced time: under those costs no K policy can gain more than this over the heuristic."]
     return "\n".join(lines)
+
+
+DRIFT_WARN = 0.15   # a one-token forward this much slower or faster at the end than at the start: say so
+
+
+def _drift_lines(t1_start: float, t1_end: float | None) -> list[str]:
+    """The one-token forward timed again after the passes, against the calibration's, with a warning when the
+    machine's speed moved by more than ``DRIFT_WARN`` (ratios of runs minutes apart then mean little; the
+    paired head-to-head ratios and the priced columns suffer least)."""
+    if t1_end is None or t1_start <= 0:
+        return []
+    drift = t1_end / t1_start - 1
+    line = f"One-token forward after the passes: {t1_end:.1f} ms ({100 * drift:+.0f} % against the calibration's)."
+    if abs(drift) > DRIFT_WARN:
+        line += (" **The machine's speed moved during the run**: ratios of runs minutes apart mean little; the paired "
+                 "head-to-head ratios and the priced columns suffer least.")
+    return [line, ""]
 
 
 def _ratio(x: float | None) -> str:

@@ -65,6 +65,11 @@ def test_theory_pass_rows_summary_and_markdown(target):
     assert out["summary"]["ngram"]["hindsight_vs_heuristic_geomean"] == pytest.approx(row["hindsight_vs_heuristic"])
     assert out["summary"]["self"]["hindsight_vs_heuristic_geomean"] is None       # a draft model: no bound
     md = bt.render_theory(out)
+    assert "after the passes" not in md                                  # not measured: not said
+    out["t1_end_ms"] = curve.verify_ms[0] * 1.5
+    assert "+50 %" in bt.render_theory(out) and "speed moved" in bt.render_theory(out)
+    out["t1_end_ms"] = curve.verify_ms[0] * 1.05
+    assert "+5 %" in bt.render_theory(out) and "speed moved" not in bt.render_theory(out)
     assert "| p | ngram | 2 |" in md and "cost ÷ best fixed" in md and "n=1:" in md
     ngram_summary = [line for line in md.splitlines() if line.startswith("| ngram | ")][-1]
     assert "best fixed ÷ heuristic" in md
