@@ -1,7 +1,7 @@
 """“Where the time went”: a run's wall time split into prefill (with the draft model's catch-up forwards:
 its deferred prompt prefill and what it ran over after K = 0 iterations), draft, verify and overhead, for the
 speculative run and its same-run baseline, next to what the calibrated cost model predicts (and what a
-flat, GPU-like verify would give). A pure builder Trace -> go.Figure; the arithmetic is
+flat, GPU-like verify would give; for greedy prompt lookup, what the best K schedule in hindsight would take). A pure builder Trace -> go.Figure; the arithmetic is
 ``specdec_core.theory`` (``time_split``, ``baseline_split``, ``predicted_split``, ``costs_from_traces``).
 """
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specdec_core import Trace
+from specdec_core.hindsight import hindsight_split
 from specdec_core.theory import TimeSplit, baseline_split, costs_from_traces, predicted_split, time_split
 
 from . import palette as pal
@@ -18,15 +19,20 @@ PARTS = (("prefill", pal.PREFILL), ("draft", pal.DRAFT), ("verify", pal.TARGET),
 ROW_MEASURED = "speculative (measured)"
 ROW_MODEL = "speculative (calibrated model)"
 ROW_FLAT = "speculative if verify were flat (GPU-like)"
+ROW_HINDSIGHT = "best K schedule in hindsight (model)"
 ROW_BASELINE = "baseline (measured)"
 
 
 def time_rows(trace: Trace, flat: bool = False) -> dict[str, TimeSplit]:
-    """The bars of the figure, in drawing order (top to bottom): measured and modeled speculative time,
-    the flat-verify counterfactual when ``flat``, and the baseline when the run has one."""
+    """The bars of the figure, in drawing order (top to bottom): measured and modeled speculative time, for a
+    greedy prompt-lookup run the best K schedule in hindsight priced the same way (``hindsight``), the
+    flat-verify counterfactual when ``flat``, and the baseline when the run has one."""
     calibration = (trace.calibration or {}).get("verify_ms")
     costs = costs_from_traces([trace], calibration)
     rows = {ROW_MEASURED: time_split(trace), ROW_MODEL: predicted_split(trace, costs)}
+    best = hindsight_split(trace, costs)
+    if best is not None:
+        rows[ROW_HINDSIGHT] = best
     if flat:
         rows[ROW_FLAT] = predicted_split(trace, costs.flat())
     base = baseline_split(trace, costs.t1)
@@ -59,7 +65,9 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
         note += f" · model ×{model.tokens_per_s / b.tokens_per_s:.2f}"
         if flat:
             note += f" · flat verify ×{rows[ROW_FLAT].tokens_per_s / b.tokens_per_s:.2f}"
-    _layout(fig, title, height=330 if not flat else 370,
+        if ROW_HINDSIGHT in rows:
+            note += f" · best K schedule ×{rows[ROW_HINDSIGHT].tokens_per_s / b.tokens_per_s:.2f}"
+    _layout(fig, title, height=210 + 40 * len(rows),
             subtitle=(note + " · prefill = filling the caches (the draft's catch-ups included) · verify = target "
                       "forwards after the prefill (baseline: one per token)").lstrip(" ·"),
             barmode="stack")

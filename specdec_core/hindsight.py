@@ -10,17 +10,20 @@ No K policy, which must decide before it sees the verify, can do better under th
 
 ``priced_ms(trace, costs)`` prices the decisions a run made (how many drafts each iteration verified) with
 the same costs: two policies compared this way differ by what they decided, not by the machine's timing
-noise between their runs.
+noise between their runs. ``hindsight_split`` gives a greedy prompt-lookup run's best schedule as a time split
+for the "where the time went" figure.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from .drafters import DraftPolicy
-from .theory import Costs
+from .config import MAX_K
+from .drafters import DraftPolicy, NGramDrafter
+from .theory import Costs, TimeSplit
 from .trace import Trace
 
+MAX_REPLAY_TOKENS = 2048   # longer runs are not replayed for the time figure (~0.5 ms a token on this 2-core CPU)
 Outcomes = list[list[tuple[int, int]]]   # [i][k]: (drafts proposed, drafts the output confirms) after i tokens
 
 
@@ -94,6 +97,27 @@ def hindsight_tokens_per_s(drafter: Any, prompt_ids: Sequence[int], output_ids: 
         return None
     total = costs.prefill_ms + best[0]
     return (1000.0 * len(output_ids) / total if total > 0 else float("inf")), best[1]
+
+
+def hindsight_split(trace: Trace, costs: Costs) -> TimeSplit | None:
+    """For a greedy prompt-lookup run (the engine's ``NGramDrafter`` with its defaults): where the time of the
+    best K schedule in hindsight would go, priced by ``costs`` (the run's own prefill); None for other runs."""
+    cfg = trace.config
+    if (cfg.get("drafter") != "ngram" or cfg.get("temperature") != 0 or not trace.new_token_ids
+            or len(trace.new_token_ids) > MAX_REPLAY_TOKENS):
+        return None
+    k_max = min(MAX_K, max([int(cfg.get("k") or 0), *(it.k for it in trace.iterations)]))
+    eos = trace.new_token_ids[-1] if trace.finish_reason == "eos" else None   # where the engine cut copies
+    rows = outcomes(NGramDrafter(), trace.prompt_ids, trace.new_token_ids, k_max, eos)
+    _, ks = best_schedule(rows, costs)
+    draft = verify = 0.0
+    i = 0
+    for k in ks:
+        proposed, accepted = rows[i][k]
+        draft += costs.draft_cost(proposed, k)
+        verify += costs.t_verify(proposed + 1)
+        i += accepted + 1
+    return TimeSplit(costs.prefill_ms, draft, verify, costs.overhead_ms * len(ks), float(len(rows)))
 
 
 def priced_ms(trace: Trace, costs: Costs) -> float:

@@ -25,6 +25,22 @@ def hand_trace():
                  stats=st, baseline=base, calibration={"verify_ms": [10.0, 20.0, 30.0]})
 
 
+def test_where_the_time_went_adds_the_hindsight_row_for_greedy_prompt_lookup():
+    import torch
+    from conftest import make_tiny_lm
+    from specdec_core import NGramDrafter, SpecConfig, speculative_generate
+    from specdec_core.engine import baseline_generate
+    torch.manual_seed(0)
+    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
+    prompt, cfg = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9], SpecConfig(k=3, max_new_tokens=16, k_policy="heuristic")
+    tr = speculative_generate(target, NGramDrafter(), prompt, cfg)
+    tr.baseline = baseline_generate(target, prompt, cfg)
+    fig = CF.time_split_figure(tr)
+    rows = list(_bar(fig, "verify").y)
+    assert CF.ROW_HINDSIGHT in rows and "best K schedule ×" in fig.layout.title.text
+    assert CF.ROW_HINDSIGHT not in list(_bar(CF.time_split_figure(hand_trace()), "verify").y)
+
+
 def _bar(fig, part):
     return next(t for t in fig.data if t.name == part)
 

@@ -11,8 +11,8 @@ from conftest import make_tiny_lm
 from specdec_core.config import SpecConfig
 from specdec_core.drafters import ModelDrafter, NGramDrafter
 from specdec_core.engine import speculative_generate
-from specdec_core.hindsight import best_schedule, iteration_cost, outcomes, priced_ms
-from specdec_core.theory import Costs
+from specdec_core.hindsight import MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost, outcomes, priced_ms
+from specdec_core.theory import Costs, costs_from_traces
 
 RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False, overhead_ms=1.0)
 
@@ -86,3 +86,13 @@ def test_no_real_run_is_priced_below_the_hindsight_bound():
     best, ks = best_schedule(outcomes(NGramDrafter(), prompt, out, k_max=5), costs)
     assert all(priced_ms(r, costs) >= best - 1e-9 for r in runs.values())
     assert sum(len(it.drafts) for it in runs["fixed"].iterations) > 0      # the bound was not trivially met
+    # the "where the time went" row: the best schedule's split, priced by the run's own costs
+    for r in runs.values():
+        own = costs_from_traces([r], costs.verify_ms)
+        split = hindsight_split(r, own)
+        assert split is not None and split.tokens == len(out) and split.prefill == pytest.approx(own.prefill_ms)
+        assert split.total <= own.prefill_ms + priced_ms(r, own) + 1e-6
+    sampled = speculative_generate(target, NGramDrafter(), prompt, SpecConfig(k=2, max_new_tokens=8, temperature=1.0))
+    assert hindsight_split(sampled, costs) is None                      # sampled: the output depends on K
+    runs["fixed"].new_token_ids = [1] * (MAX_REPLAY_TOKENS + 1)
+    assert hindsight_split(runs["fixed"], costs) is None                 # too long to replay for a figure
