@@ -1,8 +1,9 @@
 """“Where the time went”: a run's wall time split into prefill (with the draft model's catch-up forwards:
 its deferred prompt prefill and what it ran over after K = 0 iterations), draft, verify and overhead, for the
 speculative run and its same-run baseline, next to what the calibrated cost model predicts (and what a
-flat, GPU-like verify would give; for greedy prompt lookup, what the best K schedule in hindsight would take). A pure builder Trace -> go.Figure; the arithmetic is
-``specdec_core.theory`` (``time_split``, ``baseline_split``, ``predicted_split``, ``costs_from_traces``).
+flat, GPU-like verify would give; for greedy prompt lookup, what the best K schedule in hindsight would
+take). A pure builder Trace -> go.Figure; the arithmetic is ``specdec_core.theory`` (``time_split``,
+``baseline_split``, ``predicted_split``, ``costs_from_traces``) and ``specdec_core.hindsight``.
 """
 from __future__ import annotations
 
