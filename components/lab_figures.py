@@ -361,7 +361,8 @@ def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
             x=[ks[0], ks[-1]], y=[sw.hindsight_tokens_per_s] * 2, mode="lines",
             line={"color": pal.BONUS, "width": 2, "dash": "longdash"},
             hovertext=f"the best K per iteration, knowing the output (Ks: {_ks_summary(sw.hindsight_ks)}), priced "
-                      "by the calibrated costs: no K policy can beat it under those costs", hoverinfo="text"), row=1, col=1)
+                      "by the calibrated costs: no K policy can beat it under those costs",
+            hoverinfo="text"), row=1, col=1)
     best = next(r for r in sw.runs if r.k == sw.best_k)
     fig.add_trace(go.Scatter(name=f"best K = {sw.best_k}", x=[best.k], y=[best.tokens_per_s], mode="markers",
                              marker={"symbol": "star", "size": 20, "color": "#FFD700",

@@ -14,7 +14,8 @@ from specdec_core.engine import speculative_generate
 from specdec_core.hindsight import MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost, outcomes, priced_ms
 from specdec_core.theory import Costs, costs_from_traces
 
-RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False, overhead_ms=1.0)
+RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False,
+               overhead_ms=1.0)
 
 
 def _brute_force(rows, costs):
