@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -65,6 +65,8 @@ class DraftOutlook:
     prices the next iteration with it."""
     match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
     ties: int | None = None        # prompt lookup: earlier occurrences that match as far back (1: unique)
+    occurrences: int | None = None  # prompt lookup: earlier occurrences of its matched n-gram
+    agreeing: int | None = None    # prompt lookup: how many of those continue with the token it will draft first
     available: int | None = None   # prompt lookup: tokens its source offers after the match
     unseen: int | None = None      # a draft model: tokens it must run over before it can draft
 
@@ -218,25 +220,26 @@ class NGramDrafter:
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.name = "ngram"
-        self._match: tuple[tuple, int, int, int] | None = None   # (key of ids, start, match length, ties)
+        self._match: tuple[tuple, Match] | None = None   # (key of ids, its match)
 
     def start(self, prompt_ids: list[int]) -> int:
         self._match = None
         return 0
 
-    def _find(self, ids: list[int]) -> tuple[int, int, int]:
+    def _find(self, ids: list[int]) -> Match:
         key = (len(ids), tuple(ids[-8:]))        # outlook and propose of one iteration share the lookup
         if self._match is None or self._match[0] != key:
-            self._match = (key, *find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
-        return self._match[1:]
+            self._match = (key, find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
+        return self._match[1]
 
     def outlook(self, ids: list[int]) -> DraftOutlook:
-        start, length, ties = self._find(ids)
-        return DraftOutlook(match_len=length, available=len(ids) - start if length else 0, ties=ties)
+        m = self._find(ids)
+        return DraftOutlook(match_len=m.length, available=len(ids) - m.start if m.length else 0, ties=m.ties,
+                            occurrences=m.occurrences, agreeing=m.agreeing)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))
-        start, length, _ = self._find(ids)
+        start, length = self._find(ids)[:2]
         tokens = ids[start:start + k] if length and k > 0 else []
         stop = "no n-gram match" if not length else (
             f"the match's source has only {len(tokens)} token(s) after it" if len(tokens) < k else "")
@@ -252,11 +255,23 @@ class NGramDrafter:
 MAX_MATCH = 64   # how far back a prompt-lookup match is followed (and the longest match length reported)
 
 
-def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int, int, int]:
+class Match(NamedTuple):
+    """Prompt lookup's match (``find_match``)."""
+    start: int         # where the continuation it proposes starts (-1: no match)
+    length: int        # how many of the sequence's last tokens it matches (0: none)
+    ties: int          # earlier occurrences that match as far back
+    occurrences: int   # earlier occurrences of the matched n-gram
+    agreeing: int      # how many of those are followed by the token at ``start``
+
+
+NO_MATCH = Match(-1, 0, 0, 0, 0)
+
+
+def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
     """Where prompt lookup's continuation starts, the length of its match and how many occurrences tie
     with it: the earlier occurrence of the last n tokens (longest n first) whose agreement with the
     sequence's end reaches furthest back (counted up to ``MAX_MATCH`` tokens), the most recent among
-    equals. (-1, 0, 0) when nothing matches."""
+    equals; also how many earlier occurrences the n-gram has, and how many of them continue the same way."""
     n_ids = len(ids)
     for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
         pattern = ids[n_ids - n:]
@@ -272,16 +287,18 @@ def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> tuple[int
         same = ok & (ids[np.clip(before, 0, None)] == ids[np.clip(ref_at, 0, None)][None, :])
         extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
         best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
-        return int(hits[best]) + n, n + int(extra[best]), int((extra == extra[best]).sum())
-    return -1, 0, 0
+        start = int(hits[best]) + n
+        agreeing = int((ids[hits + n] == ids[start]).sum())        # every hit is followed by a token (hits < n_ids - n)
+        return Match(start, n + int(extra[best]), int((extra == extra[best]).sum()), len(hits), agreeing)
+    return NO_MATCH
 
 
 def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
     """Up to k tokens of prompt lookup's continuation (``find_match``)."""
     if k <= 0:
         return []
-    start, length, _ = find_match(ids, max_ngram, min_ngram)
-    return ids[start:start + k].tolist() if length else []
+    m = find_match(ids, max_ngram, min_ngram)
+    return ids[m.start:m.start + k].tolist() if m.length else []
 
 
 def new_kv_cache(config: object) -> object:
