@@ -149,7 +149,7 @@ class CostAwareK:
         self.acc = _Decayed()
         self.prop = _Decayed()
         self.by_match = _Decayed()                # prompt lookup: acceptance by match (match_key)
-        self.match: tuple[int, int, int] | None = None  # (length, ties, agreement bucket) of the pending iteration's match
+        self.match: tuple[int, int, int] | None = None  # the pending iteration's match: length, ties, agreement
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
         self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
@@ -177,7 +177,8 @@ class CostAwareK:
             m, ties = outlook.match_len, outlook.ties or 1
             bucket, share = agreement(outlook.occurrences, outlook.agreeing)
             first = self.by_match.mean(match_key(m, ties, bucket), match_prior(m, ties) * share)
-            accept = (first, *(self.by_match.mean(match_key(m + j, 1), match_prior(m + j)) for j in range(1, self.k_max)))
+            deeper = (self.by_match.mean(match_key(m + j, 1), match_prior(m + j)) for j in range(1, self.k_max))
+            accept = (first, *deeper)
             avail = outlook.available if outlook.available is not None else self.k_max
             return AcceptanceProfile(accept, tuple(float(j <= avail) for j in range(1, self.k_max + 1)))
         accept = self.acc.means(self.k_max, PRIOR_ALPHA)

@@ -320,7 +320,7 @@ def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
     assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12, ties=1, occurrences=2,
                                                                 agreeing=1)
-    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 2, 1)   # "1" twice before, neither reaching further
+    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 2, 1)   # "1" twice, neither reaching further
     assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1, 2, 2, 2)   # both "1"s were followed by 8
     assert find_match(np.array([3, 4]), 3) == (-1, 0, 0, 0, 0)
 
