@@ -65,8 +65,7 @@ class DraftOutlook:
     prices the next iteration with it."""
     match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
     ties: int | None = None        # prompt lookup: earlier occurrences that match as far back (1: unique)
-    occurrences: int | None = None  # prompt lookup: earlier occurrences of its matched n-gram
-    agreeing: int | None = None    # prompt lookup: how many of those continue with the token it will draft first
+    agreeing: int | None = None    # prompt lookup: how many of those ties continue with the token it drafts first
     available: int | None = None   # prompt lookup: tokens its source offers after the match
     unseen: int | None = None      # a draft model: tokens it must run over before it can draft
 
@@ -235,7 +234,7 @@ class NGramDrafter:
     def outlook(self, ids: list[int]) -> DraftOutlook:
         m = self._find(ids)
         return DraftOutlook(match_len=m.length, available=len(ids) - m.start if m.length else 0, ties=m.ties,
-                            occurrences=m.occurrences, agreeing=m.agreeing)
+                            agreeing=m.agreeing)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))
@@ -260,18 +259,17 @@ class Match(NamedTuple):
     start: int         # where the continuation it proposes starts (-1: no match)
     length: int        # how many of the sequence's last tokens it matches (0: none)
     ties: int          # earlier occurrences that match as far back
-    occurrences: int   # earlier occurrences of the matched n-gram
-    agreeing: int      # how many of those are followed by the token at ``start``
+    agreeing: int      # how many of those ties are followed by the token at ``start``
 
 
-NO_MATCH = Match(-1, 0, 0, 0, 0)
+NO_MATCH = Match(-1, 0, 0, 0)
 
 
 def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
     """Where prompt lookup's continuation starts, the length of its match and how many occurrences tie
     with it: the earlier occurrence of the last n tokens (longest n first) whose agreement with the
     sequence's end reaches furthest back (counted up to ``MAX_MATCH`` tokens), the most recent among
-    equals; also how many earlier occurrences the n-gram has, and how many of them continue the same way."""
+    equals; and how many of the occurrences that tie with it continue the same way."""
     n_ids = len(ids)
     for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
         pattern = ids[n_ids - n:]
@@ -288,8 +286,9 @@ def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
         extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
         best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
         start = int(hits[best]) + n
-        agreeing = int((ids[hits + n] == ids[start]).sum())        # every hit is followed by a token (hits < n_ids - n)
-        return Match(start, n + int(extra[best]), int((extra == extra[best]).sum()), len(hits), agreeing)
+        tied = hits[extra == extra[best]]
+        agreeing = int((ids[tied + n] == ids[start]).sum())        # every hit is followed by a token (hits < n_ids - n)
+        return Match(start, n + int(extra[best]), len(tied), agreeing)
     return NO_MATCH
 
 

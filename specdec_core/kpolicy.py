@@ -11,13 +11,13 @@
   time (``theory.finish_plan``: with every draft accepted, 18 tokens are two iterations at K = 8 but three
   at K = 7, whatever the steady-state rates).
   - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
-    lookup tells how long its match is, how many earlier occurrences match as far back, and how many
-    earlier occurrences of its n-gram continue with the token it will draft: a draft continuing a match
-    of m tokens is priced by what such matches gave so far (``match_key``), starting from Laplace's rule
-    of succession, (m + 1) / (m + 2), shared among the tied occurrences and, for the first draft, times
-    the share of occurrences that continue its way (``match_prior``, ``agreement``); so a copy that has
-    held for 20 tokens is drafted at the cap at once, a unique rare word is trusted, and a match on "\n"
-    or "the" with a dozen earlier occurrences followed by different words is not. A draft model
+    lookup tells how long its match is, how many earlier occurrences match as far back, and how many of
+    those continue with the token it will draft: a draft continuing a match of m tokens is priced by
+    what such matches gave so far (``match_key``), starting from Laplace's rule of succession,
+    (m + 1) / (m + 2), shared among the tied occurrences and, for the first draft, times the share of
+    them that continue its way (``match_prior``, ``agreement``); so a copy that has held for 20 tokens is
+    drafted at the cap at once, a unique rare word is trusted, and a match on "\n" or "the" with a dozen
+    earlier occurrences followed by different words is not. A draft model
     tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat
     out) cost a catch-up forward, learnt per token and added to the price of drafting now.
   - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps
@@ -175,7 +175,7 @@ class CostAwareK:
         tokens its source has."""
         if outlook is not None and outlook.match_len:
             m, ties = outlook.match_len, outlook.ties or 1
-            bucket, share = agreement(outlook.occurrences, outlook.agreeing)
+            bucket, share = agreement(ties, outlook.agreeing)
             first = self.by_match.mean(match_key(m, ties, bucket), match_prior(m, ties) * share)
             deeper = (self.by_match.mean(match_key(m + j, 1), match_prior(m + j)) for j in range(1, self.k_max))
             accept = (first, *deeper)
@@ -196,7 +196,7 @@ class CostAwareK:
         cap = min(self.k_max, max(0, max_k))
         told = outlook is not None and outlook.match_len is not None
         self.match = (outlook.match_len, outlook.ties or 1,
-                      agreement(outlook.occurrences, outlook.agreeing)[0]) if told else None
+                      agreement(outlook.ties or 1, outlook.agreeing)[0]) if told else None
         self.unseen = outlook.unseen if outlook is not None else None
         if cap == 0:
             return 0, "cost: no drafts (the last token is the target's own)"
@@ -287,24 +287,24 @@ def match_key(m: int, ties: int, bucket: int = 0) -> tuple[int, int, int]:
     return min(m, MAX_MATCH).bit_length(), min(ties, 8).bit_length(), bucket
 
 
-def agreement(occurrences: int | None, agreeing: int | None) -> tuple[int, float]:
-    """How the matched n-gram's earlier occurrences continued: bucket 0 (one occurrence, or not told),
-    1 (all the same way as the draft), 2 (most of them), 3 (fewer than half); and the share to price the
-    first draft by (1 in buckets 0 and 1). Measured on greedy answers of the bundled model (2026-11-27,
-    18 open-ended prompts): a one-token match was right 0.18 of the time when it had one earlier
-    occurrence, 0.57 when all its earlier occurrences continued the same way, 0.03 when they did not."""
-    if not occurrences or occurrences <= 1 or agreeing is None:
+def agreement(ties: int, agreeing: int | None) -> tuple[int, float]:
+    """How a prompt-lookup match's tied occurrences continued: bucket 0 (unique, or not told), 1 (all the
+    same way as the draft), 2 (most of them), 3 (fewer than half); and the share to price the first draft
+    by (1 in buckets 0 and 1). Measured on greedy answers of the bundled model (2026-11-27, 18 open-ended
+    prompts), a one-token match was right 0.18 of the time when unique (175 cases), 0.57 when all its ties
+    continued the same way (14), 0.08 when most did (99), 0.02 when fewer than half did (82)."""
+    if ties <= 1 or agreeing is None:
         return 0, 1.0
-    if agreeing >= occurrences:
+    if agreeing >= ties:
         return 1, 1.0
-    return (2 if 2 * agreeing >= occurrences else 3), agreeing / occurrences
+    return (2 if 2 * agreeing >= ties else 3), agreeing / ties
 
 
 def continuing(outlook: DraftOutlook | None) -> str:
-    """"; 3 of 5 earlier occurrences continue this way" for the policy's reason, or ""."""
-    if outlook is None or not outlook.occurrences or outlook.occurrences <= 1 or outlook.agreeing is None:
+    """"; 3 of them continue this way" (of a match's ties) for the policy's reason, or ""."""
+    if outlook is None or not outlook.ties or outlook.ties <= 1 or outlook.agreeing is None:
         return ""
-    return f"; {outlook.agreeing} of {outlook.occurrences} earlier occurrences continue this way"
+    return f"; {outlook.agreeing} of them continue this way"
 
 
 def match_prior(m: int, ties: int = 1) -> float:

@@ -316,30 +316,30 @@ def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     import numpy as np
     from specdec_core.drafters import find_match
     ids = np.array([1, 2, 3, 4, 5, 9, 9, 3, 4, 5, 7, 7, 1, 2, 3, 4, 5])
-    assert find_match(ids, 3) == (5, 5, 1, 2, 1)     # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
+    assert find_match(ids, 3) == (5, 5, 1, 1)        # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
     assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
-    assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12, ties=1, occurrences=2,
-                                                                agreeing=1)
-    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 2, 1)   # "1" twice, neither reaching further
-    assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1, 2, 2, 2)   # both "1"s were followed by 8
-    assert find_match(np.array([3, 4]), 3) == (-1, 0, 0, 0, 0)
+    assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12, ties=1, agreeing=1)
+    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 1)   # "1" twice, neither reaching further
+    assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1, 2, 2)   # both "1"s were followed by 8
+    assert find_match(np.array([3, 4]), 3) == (-1, 0, 0, 0)
 
 
-def test_prompt_lookup_prices_a_first_draft_by_how_its_ngram_continued():
-    """Of two one-token matches, the one whose earlier occurrences all continued the same way is trusted;
-    the one whose occurrences went different ways is not; the reason says which."""
-    agree = DraftOutlook(match_len=1, available=50, ties=4, occurrences=4, agreeing=4)
-    split = DraftOutlook(match_len=1, available=50, ties=4, occurrences=4, agreeing=1)
-    assert agreement(4, 4) == (1, 1.0) and agreement(4, 1) == (3, 0.25) and agreement(1, 1) == (0, 1.0)
+def test_prompt_lookup_prices_a_first_draft_by_how_its_ties_continued():
+    """Of two one-token matches with four tied occurrences, the one whose ties all continued the same way
+    is trusted four times as much as the one whose ties went different ways; each is learnt apart, and
+    the reason says which it was."""
+    agree = DraftOutlook(match_len=1, available=50, ties=4, agreeing=4)
+    split = DraftOutlook(match_len=1, available=50, ties=4, agreeing=1)
+    assert agreement(4, 4) == (1, 1.0) and agreement(4, 1) == (3, 0.25) and agreement(4, 2) == (2, 0.5)
+    assert agreement(1, 1) == (0, 1.0) and agreement(4, None) == (0, 1.0)
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
     assert pol.profile(split).a(1) == pytest.approx(pol.profile(agree).a(1) / 4)
-    assert pol.choose(100, split)[0] == 0
-    k, why = pol.choose(100, DraftOutlook(match_len=1, available=50, ties=1, occurrences=3, agreeing=3))
-    assert k >= 1 and "3 of 3 earlier occurrences continue this way" in why
-    for _ in range(20):                      # what agreeing matches gave is learnt apart from the others
-        _observe(pol, 1, 1, CPU_CURVE[1])
-    assert pol.profile(DraftOutlook(match_len=1, available=50, ties=1, occurrences=3, agreeing=3)).a(1) > 0.9
-    assert pol.profile(DraftOutlook(match_len=1, available=50, ties=1)).a(1) < 0.7
+    k, why = pol.choose(100, agree)
+    assert "match of 1 tokens (4 ties; 4 of them continue this way)" in why
+    for _ in range(20):
+        _observe(pol, 1, 1, CPU_CURVE[1])    # every draft from such a match accepted
+    assert pol.profile(agree).a(1) > 0.9 and pol.profile(split).a(1) < 0.1
+    assert pol.choose(100, agree)[0] >= 1 and pol.choose(100, split)[0] == 0
 
 
 def test_calibration_times_each_size_and_is_cached(one_thread):
