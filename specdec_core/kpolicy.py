@@ -302,7 +302,7 @@ def agreement(ties: int, agreeing: int | None) -> tuple[int, float]:
 
 def continuing(outlook: DraftOutlook | None) -> str:
     """"; 3 of them continue this way" (of a match's ties) for the policy's reason, or ""."""
-    if outlook is None or not outlook.ties or outlook.ties <= 1 or outlook.agreeing is None:
+    if outlook is None or agreement(outlook.ties or 1, outlook.agreeing)[0] == 0:
         return ""
     return f"; {outlook.agreeing} of them continue this way"
 
