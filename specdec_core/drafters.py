@@ -238,9 +238,9 @@ class NGramDrafter:
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))
-        start, length = self._find(ids)[:2]
-        tokens = ids[start:start + k] if length and k > 0 else []
-        stop = "no n-gram match" if not length else (
+        m = self._find(ids)
+        tokens = ids[m.start:m.start + k] if m.length and k > 0 else []
+        stop = "no n-gram match" if not m.length else (
             f"the match's source has only {len(tokens)} token(s) after it" if len(tokens) < k else "")
         if policy.eos_token_id is not None and policy.eos_token_id in tokens[:-1]:
             tokens = tokens[: tokens.index(policy.eos_token_id) + 1]

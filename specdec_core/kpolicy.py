@@ -232,7 +232,8 @@ class CostAwareK:
         else:
             self.zeros = 0
         match = (f"match of {self.match[0]} tokens ({'unique' if self.match[1] == 1 else f'{self.match[1]} ties'}"
-                 f"{continuing(outlook)}), " if self.match else "")
+                 f"{f'; {outlook.agreeing} of them continue this way' if self.match[2] else ''}), "
+                 if self.match else "")
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"{match}a1 = {prof.a(1):.2f}")
@@ -298,13 +299,6 @@ def agreement(ties: int, agreeing: int | None) -> tuple[int, float]:
     if agreeing >= ties:
         return 1, 1.0
     return (2 if 2 * agreeing >= ties else 3), agreeing / ties
-
-
-def continuing(outlook: DraftOutlook | None) -> str:
-    """"; 3 of them continue this way" (of a match's ties) for the policy's reason, or ""."""
-    if outlook is None or agreement(outlook.ties or 1, outlook.agreeing)[0] == 0:
-        return ""
-    return f"; {outlook.agreeing} of them continue this way"
 
 
 def match_prior(m: int, ties: int = 1) -> float:
