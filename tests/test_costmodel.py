@@ -312,6 +312,26 @@ def test_prompt_lookup_is_priced_by_its_match_length():
     assert pol.choose(100, DraftOutlook(match_len=20, available=3))[0] <= 3      # nothing asked beyond the source
 
 
+def test_prompt_lookup_trusts_a_copy_that_held_at_shorter_lengths():
+    """On a slow day's curve (9 tokens fed cost twice 4), a copy whose deeper drafts held at 2-9 tokens is
+    drafted at the cap at its next, longer match; deeper drafts that failed never price a long match
+    below Laplace's prior."""
+    slow = [42.9, 45.8, 53.1, 51.8, 67.9, 82.4, 102.6, 96.5, 104.4]
+    pol, ks, m = CostAwareK(8, slow, 0.05, draft_per_token=False), [], 2
+    for _ in range(4):
+        k, _ = pol.choose(100, DraftOutlook(match_len=m, available=200, ties=1, agreeing=1))
+        ks.append(k)
+        _observe(pol, k, k, slow[k])
+        m += k + 1
+    assert ks[0] < 8 and ks[2:] == [8, 8]          # (priced by length bucket alone: K = 3 four times)
+    free = CostAwareK(8, slow, 0.05, draft_per_token=False)
+    for _ in range(10):
+        free.choose(100, DraftOutlook(match_len=2, available=200, ties=1, agreeing=1))
+        _observe(free, 3, 1, slow[3])               # the first draft lands, the second never
+    assert free.deeper_prior(20) == pytest.approx(match_prior(20))
+    assert pol.deeper_prior(20) > match_prior(20)
+
+
 def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     import numpy as np
     from specdec_core.drafters import find_match
