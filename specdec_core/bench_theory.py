@@ -228,6 +228,7 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
             "head_to_head_rounds": len(h2h[names[0]]) if h2h else 0,
             "cost_mean_k": sum(ks_used) / len(ks_used) if ks_used else None,
             "iterations": [_median([len(t.iterations) for t in runs[n]]) for n in names],
+            "priced_cost_vs_best": priced[names[0]] / priced["cost"] if priced else None,
             "priced_cost_vs_heuristic": priced["heuristic"] / priced["cost"] if priced else None,
             "priced_best_vs_heuristic": priced["heuristic"] / priced[names[0]] if priced else None,
             "hindsight_vs_heuristic": priced["heuristic"] / best_ms if priced and best_ms else None,
@@ -304,6 +305,7 @@ def summarize_theory(out: dict) -> dict:
         vs_heur = [r["cost_vs_heuristic"] for r in pol if r["cost_vs_heuristic"]]
         oracle = [r["best_vs_heuristic"] for r in pol if r["best_vs_heuristic"]]
         priced = [r["priced_cost_vs_heuristic"] for r in pol if r.get("priced_cost_vs_heuristic")]
+        priced_best = [r["priced_cost_vs_best"] for r in pol if r.get("priced_cost_vs_best")]
         bound = [r["hindsight_vs_heuristic"] for r in pol if r.get("hindsight_vs_heuristic")]
         summary[d] = {
             "median_k": k_med, "error_at_median_k": max(med) if med else None,
@@ -313,6 +315,7 @@ def summarize_theory(out: dict) -> dict:
             "cost_vs_best_geomean": geomean(vs_best) if vs_best else None,
             "cost_vs_heuristic_geomean": geomean(vs_heur) if vs_heur else None,
             "best_vs_heuristic_geomean": geomean(oracle) if oracle else None,
+            "priced_cost_vs_best_min": min(priced_best) if priced_best else None,
             "priced_cost_vs_heuristic_geomean": geomean(priced) if priced else None,
             "hindsight_vs_heuristic_geomean": geomean(bound) if bound else None,
             "met": {
@@ -367,23 +370,25 @@ def render_theory(out: dict) -> str:
               "best fixed K, the cost-aware policy and the heuristic: what the policies decided, free of the "
               "machine's timing noise.", "",
               "| prompt | drafter | best fixed K | its tok/s | cost-aware | ÷ best fixed | heuristic | cost ÷ heuristic "
-              "| ÷ best fixed (sweep) | priced: cost ÷ heuristic | hindsight ÷ heuristic | cost's mean K | iterations "
-              "| same output |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| ÷ best fixed (sweep) | priced: cost ÷ best fixed | priced: cost ÷ heuristic | hindsight ÷ heuristic "
+              "| cost's mean K | iterations | same output |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["policies"]:
         mk = "–" if r["cost_mean_k"] is None else f"{r['cost_mean_k']:.1f}"
         its = " / ".join(f"{x:g}" for x in r.get("iterations", ()))
         sweep = r.get("cost_vs_best_sweep")
-        priced, bound = (_ratio(r.get(key)) for key in ("priced_cost_vs_heuristic", "hindsight_vs_heuristic"))
+        priced_best, priced, bound = (_ratio(r.get(key)) for key in
+                                      ("priced_cost_vs_best", "priced_cost_vs_heuristic", "hindsight_vs_heuristic"))
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['best_fixed_k']} | {r['best_fixed']:.1f} | {r['cost']:.1f} "
                      f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | "
-                     f"{_ratio(sweep)} | {priced} | {bound} | {mk} | {its} | "
+                     f"{_ratio(sweep)} | {priced_best} | {priced} | {bound} | {mk} | {its} | "
                      f"{'yes' if r['same_as_baseline'] else 'NO'} |")
     lines += ["", "Summary against the targets:", "",
               "| drafter | error at median K (≤ 10 %) | worst K (≤ 20 %) | worst K, leave-one-out | Live-like (≤ 10 %) "
               "| cost ÷ best fixed, worst prompt (≥ 0.95) | cost ÷ heuristic, geo. mean (≥ 1.05) "
               "| best fixed ÷ heuristic, geo. mean (each prompt's best K, known after the sweep) "
-              "| priced: cost ÷ heuristic, geo. mean | hindsight ÷ heuristic, geo. mean (no policy can beat it) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| priced: cost ÷ best fixed, worst prompt | priced: cost ÷ heuristic, geo. mean "
+              "| hindsight ÷ heuristic, geo. mean (no policy can beat it) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     yes = {True: "met", False: "NOT met"}
     for d, v in out["summary"].items():
         def cell(x: float | None, key: str | None, pct: bool = True) -> str:
@@ -397,6 +402,7 @@ def render_theory(out: dict) -> str:
                      f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
                      f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} | "
                      f"{cell(v['best_vs_heuristic_geomean'], None, False)} | "
+                     f"{cell(v.get('priced_cost_vs_best_min'), None, False)} | "
                      f"{cell(v.get('priced_cost_vs_heuristic_geomean'), None, False)} | "
                      f"{cell(v.get('hindsight_vs_heuristic_geomean'), None, False)} |")
     pairs = [r["cost_vs_heuristic"] for r in out["policies"] if r["cost_vs_heuristic"]]

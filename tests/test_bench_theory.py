@@ -52,6 +52,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     priced = {n: sorted(priced_ms(t, costs) for t in h2h[n]) for n in (f"K={k}", "cost", "heuristic")}
     assert row["priced_cost_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / priced["cost"][1])
     assert row["priced_best_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / priced[f"K={k}"][1])
+    assert row["priced_cost_vs_best"] == pytest.approx(priced[f"K={k}"][1] / priced["cost"][1])
     assert row["hindsight_vs_heuristic"] == pytest.approx(priced["heuristic"][1] / best_ms)
     assert row["hindsight_vs_heuristic"] >= 1.0 - 1e-9            # no schedule beats the best in hindsight
     paired = sorted(c.stats.tokens_per_s / b.stats.tokens_per_s for c, b in zip(h2h["cost"], h2h[f"K={k}"]))
@@ -63,6 +64,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     out["summary"] = bt.summarize_theory(out)
     assert out["summary"]["ngram"]["median_k"] == 2
     assert out["summary"]["ngram"]["hindsight_vs_heuristic_geomean"] == pytest.approx(row["hindsight_vs_heuristic"])
+    assert out["summary"]["ngram"]["priced_cost_vs_best_min"] == pytest.approx(row["priced_cost_vs_best"])
     assert out["summary"]["self"]["hindsight_vs_heuristic_geomean"] is None       # a draft model: no bound
     md = bt.render_theory(out)
     assert "after the passes" not in md                                  # not measured: not said
@@ -74,7 +76,10 @@ def test_theory_pass_rows_summary_and_markdown(target):
     ngram_summary = [line for line in md.splitlines() if line.startswith("| ngram | ")][-1]
     assert "best fixed ÷ heuristic" in md
     assert ngram_summary.endswith(f"| {out['summary']['ngram']['best_vs_heuristic_geomean']:.2f} | "
-                                  f"{row['priced_cost_vs_heuristic']:.2f} | {row['hindsight_vs_heuristic']:.2f} |")
+                                  f"{row['priced_cost_vs_best']:.2f} | {row['priced_cost_vs_heuristic']:.2f} | "
+                                  f"{row['hindsight_vs_heuristic']:.2f} |")
+    ngram_row = [line for line in md.splitlines() if line.startswith("| p | ngram | ")][-1]
+    assert f"| {row['priced_cost_vs_best']:.2f} | {row['priced_cost_vs_heuristic']:.2f} |" in ngram_row
     assert "Over all 2 (prompt, drafter) pairs" in md and "hindsight ÷ heuristic" in md
 
 
