@@ -129,7 +129,7 @@ class _Decayed:
         """Position j's prior is position j-1's estimate (deep positions back off to shallow ones)."""
         out, p = [], prior
         for j in range(1, n + 1):
-            p = (self.num.get(j, 0.0) + p * PRIOR_WEIGHT) / (self.den.get(j, 0.0) + PRIOR_WEIGHT)
+            p = (self.num.get(j, 0.0) + p * self.weight) / (self.den.get(j, 0.0) + self.weight)
             out.append(min(1.0, max(0.0, p)))
         return tuple(out)
 
