@@ -12,7 +12,7 @@ RECOMMENDED_K_POLICY = "cost"  # what the CLI (and the bench's "ours default") s
 RECOMMENDED_K_CAP = 10         # see the README's Performance section; 10 = transformers' prompt-lookup default
 LIVE_CONFIDENCE_STOP = 0.3     # the Live tab's start (fixed K = 4): with the shipped feature draft on held-out
                                # prompts, accepted ÷ drafted 0.23 -> 0.43 and a draft in every iteration (its card;
-                               # README, "The trained drafts")
+                               # docs/trained-drafts.md, "The confidence stop")
 RECOMMENDED_CONFIDENCE_STOP = LIVE_CONFIDENCE_STOP  # ... and with the cost-aware K: as fast or faster on held-out
                                # prompts (1.32-1.33x against 1.27-1.29x), about a third fewer rejected drafts
                                # (bench --only heldout, 2026-11-25)

@@ -158,7 +158,7 @@ def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.T
 def chain_confidence(chain: float, logits: torch.Tensor) -> float:
     """The draft's own estimate that its drafts so far AND the next one are all accepted: the running
     product of its top unwarped probability at each step. The draft's top probability tracks how often
-    the target accepts its token closely (README: the trained drafts' calibration), so the product is a
+    the target accepts its token closely (docs/trained-drafts.md, "The confidence stop"), so the product is a
     cheap forecast of the chain surviving verification. It reads q only, never p, so stopping on it leaves
     the output distribution exact (it decides only how many drafts are offered, from the draft's side)."""
     return chain * float(logits.float().softmax(-1).max())

@@ -194,9 +194,9 @@ class CostAwareK:
         """The price of a draft continuing a unique match of m tokens before such matches were tested:
         Laplace's (``match_prior``), raised to what drafts after the first gave so far at any match length
         (a copy that held at 2-7 tokens is trusted at 10 before a 10-token match was tested; in free text,
-        where they fail, Laplace's stands). Replayed on 25 recorded greedy answers (README, "Cost model and
-        K policies"), it raised prompt lookup's cost ÷ heuristic on the copy prompts and left the
-        open-ended answers as they were."""
+        where they fail, Laplace's stands). Replayed on 25 recorded greedy answers (docs/cost-model.md), it
+        raised prompt lookup's cost ÷ heuristic on the copy prompts and left the open-ended answers as they
+        were."""
         prior = match_prior(m)
         return max(prior, self.deeper.mean(0, prior))
 

@@ -19,7 +19,7 @@ small), all scored on the same held-out answers:
 
 Made for a GPU (``--device cuda``: the data stage then takes a few minutes, each variant 2–6 minutes when
 several run at once); on this project's 2-core CPU the same work would take days. Nothing here is used by
-the product; the training command's defaults cite what it measured (README, "The trained drafts").
+the product; the training command's defaults cite what it measured (docs/trained-drafts.md).
 """
 from __future__ import annotations
 
