@@ -3,16 +3,17 @@ real run of the shipped drafts on a held-out prompt (outputs identical to the ba
 import pytest
 
 from specdec_core import bench
-from specdec_core.bench_heldout import (BASELINE, DRAFTS, HeldoutSettings, render_heldout, run_heldout,
-                                        setting_configs, validate_heldout)
+from specdec_core.bench_heldout import (ACCEPTANCE_GOAL, BASELINE, DRAFTS, ONE_DRAFT, HeldoutSettings,
+                                        render_heldout, run_heldout, setting_configs, validate_heldout)
 from specdec_core.config import LIVE_CONFIDENCE_STOP, recommended_config
 from specdec_core.distill.prompts import heldout_prompts, training_prompts
 
 
-def test_settings_cover_defaults_the_stop_and_the_live_start():
+def test_settings_cover_defaults_the_stop_the_live_start_and_one_draft():
     cfgs = setting_configs(48)
-    assert len(cfgs) == 3 and all(c.max_new_tokens == 48 for c in cfgs.values())
-    defaults, unstopped, live = cfgs.values()
+    assert len(cfgs) == 4 and all(c.max_new_tokens == 48 for c in cfgs.values())
+    defaults, unstopped, live, one = cfgs.values()
+    assert (one.k_policy, one.k, one.confidence_stop) == ("fixed", 1, 0.0) and cfgs[ONE_DRAFT] is one
     assert defaults == recommended_config(max_new_tokens=48)
     assert (defaults.k_policy, defaults.confidence_stop) == ("cost", LIVE_CONFIDENCE_STOP)
     assert (unstopped.k_policy, unstopped.confidence_stop) == ("cost", 0.0)
@@ -46,11 +47,16 @@ def test_render_marks_goals_refusals_and_sides_without_drafts():
                "rows": [{"side": "feature: defaults", "speedup": 1.31, "lo": 1.1, "hi": 1.5, "goal": ">= 1.30",
                          "met": True, "acceptance": 0.41, "tokens_per_iteration": 1.6},
                         {"side": "trained: defaults", "speedup": None, "lo": None, "hi": None, "goal": ">= 1.30",
-                         "met": None, "acceptance": None, "tokens_per_iteration": 1.0}],
+                         "met": None, "acceptance": None, "tokens_per_iteration": 1.0},
+                        {"side": f"feature: {ONE_DRAFT}", "speedup": 1.2, "lo": 1.0, "hi": 1.4, "goal": "",
+                         "met": None, "acceptance": 0.55, "drafted": 1200, "accepted": 660,
+                         "acceptance_goal": ">= 0.60", "acceptance_met": False, "tokens_per_iteration": 1.55}],
                "refusals": ["heldout-2: trained: defaults: outputs differ at token 3"]}
     text = render_heldout(section)
-    assert "| feature: defaults | 1.31x [1.10–1.50] | >= 1.30 | yes | 0.41 | 1.60 |" in text
-    assert "| trained: defaults | refused | >= 1.30 | not measured | no drafts | 1.00 |" in text
+    assert "| feature: defaults | 1.31x [1.10–1.50] | >= 1.30 | yes | 0.41 |  |  | 1.60 |" in text
+    assert "| trained: defaults | refused | >= 1.30 | not measured | no drafts |  |  | 1.00 |" in text
+    assert (f"| feature: {ONE_DRAFT} | 1.20x [1.00–1.40] |  |  | 0.55 (660 / 1,200) | >= 0.60 | NO | 1.55 |"
+            in text)
     assert "outputs differ at token 3" in text and "seed=23" in text
 
 
@@ -62,6 +68,11 @@ def test_a_short_real_run(bundled):
     assert sides == [f"{d}: {label}" for d in DRAFTS[:2] for label in setting_configs(6)] + ["ngram: defaults"]
     assert not section["refusals"] and BASELINE not in sides
     assert all(r["speedup"] > 0 and r["prompts"] == 1 for r in section["rows"])
-    assert [bool(r["goal"]) for r in section["rows"]] == [True, False, False, True, False, False, False]
+    assert [bool(r["goal"]) for r in section["rows"]] == [True, False, False, False, True, False, False, False, False]
+    one = [r for r in section["rows"] if r["acceptance_goal"]]
+    assert [r["side"] for r in one] == [f"{d}: {ONE_DRAFT}" for d in DRAFTS[:2]]
+    for r in one:
+        assert r["drafted"] > 0 and r["acceptance"] == r["accepted"] / r["drafted"]
+        assert r["acceptance_met"] == (r["acceptance"] >= ACCEPTANCE_GOAL)
     assert section["prompts"] == heldout_prompts(1, seed=hs.seed)
     assert render_heldout(section).count("\n| ") == len(sides) + 1
