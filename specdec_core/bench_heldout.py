@@ -108,12 +108,11 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
         drafted, accepted, tokens, iterations = (sum(x) for x in zip(*runs))
         acceptance = accepted / drafted if drafted else None
         acc_goal = side.endswith(f": {ONE_DRAFT}")
+        acc_met = None if not acc_goal or acceptance is None else acceptance >= ACCEPTANCE_GOAL
         rows.append({"side": side, "speedup": agg.ratio, "lo": agg.lo, "hi": agg.hi, "prompts": agg.prompts,
                      "refused": agg.refused, "goal": agg.goal, "met": agg.met,
                      "acceptance": acceptance, "drafted": drafted, "accepted": accepted,
-                     "acceptance_goal": f">= {ACCEPTANCE_GOAL:.2f}" if acc_goal else "",
-                     "acceptance_met": (acceptance >= ACCEPTANCE_GOAL if acceptance is not None else None)
-                     if acc_goal else None,
+                     "acceptance_goal": f">= {ACCEPTANCE_GOAL:.2f}" if acc_goal else "", "acceptance_met": acc_met,
                      "tokens_per_iteration": tokens / iterations})
     return {"settings": vars(hs) | {"drafts": list(hs.drafts)}, "prompts": texts, "rows": rows,
             "refusals": [f"{c.prompt}: {c.a}: {c.refused}" for c in comparisons if c.refused]}
