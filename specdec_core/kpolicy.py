@@ -36,7 +36,7 @@ The engine calls ``choose`` before drafting and ``observe`` with the recorded it
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -111,25 +111,26 @@ class HeuristicK:
 
 
 class _Decayed:
-    """Exponentially decayed counts per position: mean = (num + prior * w) / (den + w)."""
+    """Exponentially decayed counts per key (a draft position, or a prompt-lookup ``match_key``):
+    mean = (num + prior * w) / (den + w)."""
 
     def __init__(self, weight: float = PRIOR_WEIGHT) -> None:
-        self.num: dict[int, float] = {}
-        self.den: dict[int, float] = {}
+        self.num: dict[Hashable, float] = {}     # keys: draft positions, or prompt lookup's match_key tuples
+        self.den: dict[Hashable, float] = {}
         self.weight = weight
 
-    def add(self, j: int, x: float) -> None:
+    def add(self, j: Hashable, x: float) -> None:
         self.num[j] = DECAY * self.num.get(j, 0.0) + x
         self.den[j] = DECAY * self.den.get(j, 0.0) + 1.0
 
-    def mean(self, key: int, prior: float) -> float:
+    def mean(self, key: Hashable, prior: float) -> float:
         return (self.num.get(key, 0.0) + prior * self.weight) / (self.den.get(key, 0.0) + self.weight)
 
     def means(self, n: int, prior: float) -> tuple[float, ...]:
         """Position j's prior is position j-1's estimate (deep positions back off to shallow ones)."""
         out, p = [], prior
         for j in range(1, n + 1):
-            p = (self.num.get(j, 0.0) + p * self.weight) / (self.den.get(j, 0.0) + self.weight)
+            p = self.mean(j, p)
             out.append(min(1.0, max(0.0, p)))
         return tuple(out)
 
