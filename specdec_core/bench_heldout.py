@@ -16,7 +16,8 @@ Settings: our defaults (``config.recommended_config()``: cost-aware K and the co
 without the stop, the Live tab's start (fixed K = ``LIVE_K`` + the stop), and one draft per iteration (fixed
 K = 1, no stop: accepted ÷ drafted is then the draft's per-draft acceptance, undiluted by deeper drafts and
 unfiltered by the stop, the figure ``ACCEPTANCE_GOAL`` is set for); prompt lookup, for comparison, with our
-defaults only (it has no confidence to stop on, and fixed K is not how it is meant to run).
+defaults only (it has no confidence to stop on, and fixed K is not how it is meant to run). Every side's
+acceptance is also given on the free-form chat prompts alone, the harder half for the trained drafts.
 """
 from __future__ import annotations
 
@@ -72,14 +73,15 @@ def setting_configs(max_new_tokens: int) -> dict[str, SpecConfig]:
 def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
                 log: Callable[[str], None] = print) -> dict:
     """Measure every (draft, setting) side against the baseline on ``hs.prompts`` held-out prompts."""
-    from .distill.prompts import heldout_prompts
+    from .distill.prompts import FREEFORM_HELDOUT, heldout_prompts
     from .drafters import NGramDrafter, model_drafter
     from .models import encode_prompt
     from .trained_draft import shipped_draft_for
     drafts = {key: shipped_draft_for(key, target) for key in hs.drafts if key != "ngram"}
     configs = setting_configs(hs.max_new_tokens)
     comparisons: list[Comparison] = []
-    stats: dict[str, list[tuple[int, int, int, int]]] = {}     # side -> (drafted, accepted, tokens, iterations)
+    stats: dict[str, list[tuple[int, int, int, int, bool]]] = {}   # side -> per run: drafted, accepted, tokens,
+                                                                    # iterations, whether its prompt is free-form
     texts = heldout_prompts(hs.prompts, seed=hs.seed)
     for i, text in enumerate(texts, 1):
         prompt = BenchPrompt(f"heldout-{i}", "open-ended", text)
@@ -96,8 +98,8 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
         sides = [side for side in runners if side != BASELINE]
         comps = [compare("heldout", side, side, BASELINE, prompt, results) for side in sides]
         for side in sides:
-            stats.setdefault(side, []).extend((r.drafted or 0, r.accepted or 0, len(r.tokens), r.iterations or 1)
-                                              for r in results[side])
+            stats.setdefault(side, []).extend((r.drafted or 0, r.accepted or 0, len(r.tokens), r.iterations or 1,
+                                               text in FREEFORM_HELDOUT) for r in results[side])
         comparisons += comps
         log(f"  heldout-{i}/{len(texts)}: " + "; ".join(
             f"{c.a} {c.ratio.median:.2f}x" if c.ratio else f"{c.a} REFUSED" for c in comps))
@@ -105,13 +107,16 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
     for side, runs in stats.items():
         goal = side.endswith(": defaults") and not side.startswith("ngram")
         agg = aggregate(comparisons, "heldout", side, at_least=SPEEDUP_GOAL if goal else None)
-        drafted, accepted, tokens, iterations = (sum(x) for x in zip(*runs))
+        drafted, accepted, tokens, iterations, _ = (sum(x) for x in zip(*runs))
+        free_drafted = sum(d for d, _, _, _, free in runs if free)
+        free_accepted = sum(a for _, a, _, _, free in runs if free)
         acceptance = accepted / drafted if drafted else None
         acc_goal = side.endswith(f": {ONE_DRAFT}")
         acc_met = None if not acc_goal or acceptance is None else acceptance >= ACCEPTANCE_GOAL
         rows.append({"side": side, "speedup": agg.ratio, "lo": agg.lo, "hi": agg.hi, "prompts": agg.prompts,
                      "refused": agg.refused, "goal": agg.goal, "met": agg.met,
                      "acceptance": acceptance, "drafted": drafted, "accepted": accepted,
+                     "freeform_drafted": free_drafted, "freeform_accepted": free_accepted,
                      "acceptance_goal": f">= {ACCEPTANCE_GOAL:.2f}" if acc_goal else "", "acceptance_met": acc_met,
                      "tokens_per_iteration": tokens / iterations})
     return {"settings": vars(hs) | {"drafts": list(hs.drafts)}, "prompts": texts, "rows": rows,
@@ -125,7 +130,7 @@ def render_heldout(section: dict) -> str:
            f"{s['repeats']} interleaved rounds): "
            "speedup over our target-only baseline, the geometric mean over prompts of each prompt's median "
            "per-round ratio [min–max over all rounds]; acceptance = accepted ÷ drafted over all runs (at K = 1: "
-           "the per-draft acceptance).", "",
+           "the per-draft acceptance), and on the free-form chat prompts alone.", "",
            "| draft: setting | speedup | goal | met | acceptance | goal | met | tokens/iteration |",
            "|---|---|---|---|---|---|---|---|"]
     verdict = {True: "yes", False: "NO", None: "not measured"}
@@ -135,6 +140,9 @@ def render_heldout(section: dict) -> str:
         acc = "no drafts" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
         if r.get("drafted"):
             acc += f" ({r['accepted']:,} / {r['drafted']:,})"
+        if r.get("freeform_drafted"):
+            acc += (f"; free-form {r['freeform_accepted'] / r['freeform_drafted']:.2f} "
+                    f"({r['freeform_accepted']:,} / {r['freeform_drafted']:,})")
         acc_goal = r.get("acceptance_goal", "")
         acc_met = "" if not acc_goal else verdict[r.get("acceptance_met")]
         out.append(f"| {r['side']} | {speed} | {r['goal']} | {met} | {acc} | {acc_goal} | {acc_met} | "

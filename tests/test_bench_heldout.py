@@ -50,29 +50,32 @@ def test_render_marks_goals_refusals_and_sides_without_drafts():
                          "met": None, "acceptance": None, "tokens_per_iteration": 1.0},
                         {"side": f"feature: {ONE_DRAFT}", "speedup": 1.2, "lo": 1.0, "hi": 1.4, "goal": "",
                          "met": None, "acceptance": 0.55, "drafted": 1200, "accepted": 660,
+                         "freeform_drafted": 600, "freeform_accepted": 306,
                          "acceptance_goal": ">= 0.60", "acceptance_met": False, "tokens_per_iteration": 1.55}],
                "refusals": ["heldout-2: trained: defaults: outputs differ at token 3"]}
     text = render_heldout(section)
     assert "| feature: defaults | 1.31x [1.10–1.50] | >= 1.30 | yes | 0.41 |  |  | 1.60 |" in text
     assert "| trained: defaults | refused | >= 1.30 | not measured | no drafts |  |  | 1.00 |" in text
-    assert (f"| feature: {ONE_DRAFT} | 1.20x [1.00–1.40] |  |  | 0.55 (660 / 1,200) | >= 0.60 | NO | 1.55 |"
-            in text)
+    assert (f"| feature: {ONE_DRAFT} | 1.20x [1.00–1.40] |  |  | 0.55 (660 / 1,200); free-form 0.51 (306 / 600) "
+            "| >= 0.60 | NO | 1.55 |" in text)
     assert "outputs differ at token 3" in text and "seed=23" in text
 
 
 def test_a_short_real_run(bundled):
     target, tok = bundled
-    hs = HeldoutSettings(prompts=1, max_new_tokens=6, repeats=1)
+    hs = HeldoutSettings(prompts=2, max_new_tokens=6, repeats=1)
     section = run_heldout(target, tok, hs, log=lambda _: None)
     sides = [r["side"] for r in section["rows"]]
     assert sides == [f"{d}: {label}" for d in DRAFTS[:2] for label in setting_configs(6)] + ["ngram: defaults"]
     assert not section["refusals"] and BASELINE not in sides
-    assert all(r["speedup"] > 0 and r["prompts"] == 1 for r in section["rows"])
+    assert all(r["speedup"] > 0 and r["prompts"] == 2 for r in section["rows"])
     assert [bool(r["goal"]) for r in section["rows"]] == [True, False, False, False, True, False, False, False, False]
     one = [r for r in section["rows"] if r["acceptance_goal"]]
     assert [r["side"] for r in one] == [f"{d}: {ONE_DRAFT}" for d in DRAFTS[:2]]
     for r in one:
         assert r["drafted"] > 0 and r["acceptance"] == r["accepted"] / r["drafted"]
+        # the draw alternates: a free-form prompt, then a template pair; both draft at K = 1
+        assert 0 < r["freeform_drafted"] < r["drafted"] and r["freeform_accepted"] <= r["accepted"]
         assert r["acceptance_met"] == (r["acceptance"] >= ACCEPTANCE_GOAL)
-    assert section["prompts"] == heldout_prompts(1, seed=hs.seed)
+    assert section["prompts"] == heldout_prompts(2, seed=hs.seed)
     assert render_heldout(section).count("\n| ") == len(sides) + 1
