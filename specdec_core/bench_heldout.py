@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -36,6 +36,15 @@ SPEEDUP_GOAL = 1.30      # a trained draft's speedup goal on open-ended prompts,
 ACCEPTANCE_GOAL = 0.60   # its greedy per-draft acceptance goal there (accepted ÷ drafted at K = 1)
 ONE_DRAFT = "one draft per iteration (K = 1)"
 BASELINE = "ours target-only"
+
+
+class _Run(NamedTuple):
+    """One measured run of a side: its counts, and whether its prompt is a free-form chat prompt."""
+    drafted: int
+    accepted: int
+    tokens: int
+    iterations: int
+    freeform: bool
 
 
 @dataclass(frozen=True)
@@ -80,12 +89,12 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
     drafts = {key: shipped_draft_for(key, target) for key in hs.drafts if key != "ngram"}
     configs = setting_configs(hs.max_new_tokens)
     comparisons: list[Comparison] = []
-    stats: dict[str, list[tuple[int, int, int, int, bool]]] = {}   # side -> per run: drafted, accepted, tokens,
-                                                                    # iterations, whether its prompt is free-form
+    stats: dict[str, list[_Run]] = {}
     texts = heldout_prompts(hs.prompts, seed=hs.seed)
     for i, text in enumerate(texts, 1):
         prompt = BenchPrompt(f"heldout-{i}", "open-ended", text)
         ids = encode_prompt(tokenizer, text, chat=True)
+        freeform = text in FREEFORM_HELDOUT
         runners = {BASELINE: ours_baseline(target, ids, SpecConfig(max_new_tokens=hs.max_new_tokens), tokenizer)}
         for key, draft in drafts.items():
             for label, cfg in configs.items():
@@ -98,8 +107,8 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
         sides = [side for side in runners if side != BASELINE]
         comps = [compare("heldout", side, side, BASELINE, prompt, results) for side in sides]
         for side in sides:
-            stats.setdefault(side, []).extend((r.drafted or 0, r.accepted or 0, len(r.tokens), r.iterations or 1,
-                                               text in FREEFORM_HELDOUT) for r in results[side])
+            stats.setdefault(side, []).extend(_Run(r.drafted or 0, r.accepted or 0, len(r.tokens), r.iterations or 1,
+                                                   freeform) for r in results[side])
         comparisons += comps
         log(f"  heldout-{i}/{len(texts)}: " + "; ".join(
             f"{c.a} {c.ratio.median:.2f}x" if c.ratio else f"{c.a} REFUSED" for c in comps))
@@ -107,20 +116,25 @@ def run_heldout(target: torch.nn.Module, tokenizer: Any, hs: HeldoutSettings,
     for side, runs in stats.items():
         goal = side.endswith(": defaults") and not side.startswith("ngram")
         agg = aggregate(comparisons, "heldout", side, at_least=SPEEDUP_GOAL if goal else None)
-        drafted, accepted, tokens, iterations, _ = (sum(x) for x in zip(*runs))
-        free_drafted = sum(d for d, _, _, _, free in runs if free)
-        free_accepted = sum(a for _, a, _, _, free in runs if free)
+        drafted, accepted = sum(r.drafted for r in runs), sum(r.accepted for r in runs)
+        free = [r for r in runs if r.freeform]
         acceptance = accepted / drafted if drafted else None
         acc_goal = side.endswith(f": {ONE_DRAFT}")
         acc_met = None if not acc_goal or acceptance is None else acceptance >= ACCEPTANCE_GOAL
         rows.append({"side": side, "speedup": agg.ratio, "lo": agg.lo, "hi": agg.hi, "prompts": agg.prompts,
                      "refused": agg.refused, "goal": agg.goal, "met": agg.met,
                      "acceptance": acceptance, "drafted": drafted, "accepted": accepted,
-                     "freeform_drafted": free_drafted, "freeform_accepted": free_accepted,
+                     "freeform_drafted": sum(r.drafted for r in free),
+                     "freeform_accepted": sum(r.accepted for r in free),
                      "acceptance_goal": f">= {ACCEPTANCE_GOAL:.2f}" if acc_goal else "", "acceptance_met": acc_met,
-                     "tokens_per_iteration": tokens / iterations})
+                     "tokens_per_iteration": sum(r.tokens for r in runs) / sum(r.iterations for r in runs)})
     return {"settings": vars(hs) | {"drafts": list(hs.drafts)}, "prompts": texts, "rows": rows,
             "refusals": [f"{c.prompt}: {c.a}: {c.refused}" for c in comparisons if c.refused]}
+
+
+def _counted(accepted: int, drafted: int) -> str:
+    """accepted ÷ drafted with its counts, e.g. '0.54 (663 / 1,239)'."""
+    return f"{accepted / drafted:.2f} ({accepted:,} / {drafted:,})"
 
 
 def render_heldout(section: dict) -> str:
@@ -137,12 +151,12 @@ def render_heldout(section: dict) -> str:
     for r in section["rows"]:
         speed = "refused" if r["speedup"] is None else f"{r['speedup']:.2f}x [{r['lo']:.2f}–{r['hi']:.2f}]"
         met = "" if not r["goal"] else verdict[r["met"]]
-        acc = "no drafts" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
-        if r.get("drafted"):
-            acc += f" ({r['accepted']:,} / {r['drafted']:,})"
+        if r["acceptance"] is None:
+            acc = "no drafts"
+        else:
+            acc = _counted(r["accepted"], r["drafted"]) if r.get("drafted") else f"{r['acceptance']:.2f}"
         if r.get("freeform_drafted"):
-            acc += (f"; free-form {r['freeform_accepted'] / r['freeform_drafted']:.2f} "
-                    f"({r['freeform_accepted']:,} / {r['freeform_drafted']:,})")
+            acc += f"; free-form {_counted(r['freeform_accepted'], r['freeform_drafted'])}"
         acc_goal = r.get("acceptance_goal", "")
         acc_met = "" if not acc_goal else verdict[r.get("acceptance_met")]
         out.append(f"| {r['side']} | {speed} | {r['goal']} | {met} | {acc} | {acc_goal} | {acc_met} | "
