@@ -68,6 +68,10 @@ class DraftOutlook:
     agreeing: int | None = None    # prompt lookup: how many of those ties continue with the token it drafts first
     available: int | None = None   # prompt lookup: tokens its source offers after the match
     unseen: int | None = None      # a draft model: tokens it must run over before it can draft
+    copying: bool | None = None    # prompt lookup: the match reaches back past the first generated token (all
+                                   # generated so far copies its source); None before any token or without start()
+    to_eos: int | None = None      # prompt lookup: its source reaches the end-of-sequence token after this many
+                                   # tokens (the EOS included; a copy that holds ends the run there); None: not within MAX_MATCH
 
 
 @runtime_checkable
@@ -95,7 +99,7 @@ class ModelDrafter:
         self.cache_len = 0
         return 0
 
-    def outlook(self, ids: list[int]) -> DraftOutlook:
+    def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
         return DraftOutlook(unseen=len(ids) - self.cache_len)
 
     @torch.inference_mode()
@@ -220,9 +224,11 @@ class NGramDrafter:
         self.min_ngram = min_ngram
         self.name = "ngram"
         self._match: tuple[tuple, Match] | None = None   # (key of ids, its match)
+        self._prompt_len: int | None = None
 
     def start(self, prompt_ids: list[int]) -> int:
         self._match = None
+        self._prompt_len = len(prompt_ids)
         return 0
 
     def _find(self, ids: list[int]) -> Match:
@@ -231,10 +237,15 @@ class NGramDrafter:
             self._match = (key, find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
         return self._match[1]
 
-    def outlook(self, ids: list[int]) -> DraftOutlook:
+    def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
         m = self._find(ids)
-        return DraftOutlook(match_len=m.length, available=len(ids) - m.start if m.length else 0, ties=m.ties,
-                            agreeing=m.agreeing)
+        if not m.length:
+            return DraftOutlook(match_len=0, available=0, ties=m.ties, agreeing=m.agreeing)
+        generated = len(ids) - self._prompt_len if self._prompt_len is not None else 0
+        source = ids[m.start:m.start + MAX_MATCH]
+        return DraftOutlook(match_len=m.length, available=len(ids) - m.start, ties=m.ties, agreeing=m.agreeing,
+                            copying=m.length > generated if generated > 0 else None,
+                            to_eos=source.index(eos_token_id) + 1 if eos_token_id in source else None)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
         t0 = now_ms(torch.device("cpu"))

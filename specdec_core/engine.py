@@ -197,7 +197,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
 
     while True:
         remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-        outlook = drafter.outlook(ids) if has_outlook else None          # free: e.g. prompt lookup's match
+        outlook = drafter.outlook(ids, eos) if has_outlook else None     # free: e.g. prompt lookup's match
         k_iter, k_reason = k_policy.choose(remaining - 1, outlook)     # 0. how many drafts (kpolicy)
         t_iter = now_ms(device)
         # 1. draft

@@ -9,7 +9,7 @@ from conftest import make_tiny_lm
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
 from specdec_core.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
 from specdec_core.drafters import DraftOutlook, lookup_ngram
-from specdec_core.kpolicy import (EXPLORE_BUDGET, PRIOR_ALPHA, PROBE_MAX, CostAwareK, FixedK, HeuristicK,
+from specdec_core.kpolicy import (COPY_PRIOR, EXPLORE_BUDGET, PRIOR_ALPHA, PROBE_MAX, CostAwareK, FixedK, HeuristicK,
                                   agreement, make_k_policy, match_prior, probe_wait)
 from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
                                  costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
@@ -342,6 +342,41 @@ def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 1)   # "1" twice, neither reaching further
     assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1, 2, 2)   # both "1"s were followed by 8
     assert find_match(np.array([3, 4]), 3) == (-1, 0, 0, 0)
+
+
+def test_prompt_lookup_tells_a_copy_from_the_answers_start_and_where_its_source_ends():
+    """The outlook says whether the match reaches back past the first generated token (all generated so far
+    copies the source) and, told the end-of-sequence token, after how many tokens the source reaches it."""
+    eos = 2
+    prompt = [3, 5, 6, 7, 8, 9, 10, 11, eos, 3]         # a passage after a line break, the turn's end, a line break
+    dr = NGramDrafter()
+    dr.start(prompt)
+    copy = dr.outlook(prompt + [5, 6], eos)             # the answer so far: the passage's first two tokens
+    assert copy.copying is True and copy.match_len == 3 and copy.to_eos == 6   # 7 8 9 10 11, then the EOS
+    assert dr.outlook(prompt + [5, 6], None).to_eos is None
+    later = dr.outlook(prompt + [4, 9, 10], eos)         # "9 10" matches, but the answer began elsewhere
+    assert later.copying is False and later.match_len == 2 and later.to_eos == 2
+    assert dr.outlook(prompt, eos).copying is None       # nothing generated yet
+    assert NGramDrafter().outlook(prompt + [5, 6], eos).copying is None       # never started: prompt unknown
+    assert dr.outlook(prompt + [12], eos) == DraftOutlook(match_len=0, available=0, ties=0, agreeing=0)
+
+
+def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_its_end():
+    """Deeper drafts of a copy that began with the answer are priced at least COPY_PRIOR, so a fresh
+    two-token match is drafted deeper than the same match in free text; a source that reaches the
+    end-of-sequence token bounds K and the finish plan (a copy that holds ends the run there)."""
+    quiet = [20.4, 21.3, 23.2, 23.2, 31.2, 35.7, 41.5, 40.5, 47.0]      # this CPU on a quiet day
+    fresh = dict(match_len=2, available=200, ties=1, agreeing=1)
+    free, copying = DraftOutlook(**fresh, copying=False), DraftOutlook(**fresh, copying=True)
+    pol = CostAwareK(8, quiet, 0.05, draft_per_token=False)
+    assert pol.profile(copying).a(2) == pytest.approx(COPY_PRIOR) and pol.profile(free).a(2) < COPY_PRIOR
+    assert pol.profile(copying).a(1) == pol.profile(free).a(1)         # the first draft: its match alone
+    assert pol.choose(100, free)[0] == 3 and pol.choose(100, copying)[0] == 7
+    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=4))
+    assert k == 3 and "finishes the last 4 tokens soonest" in why
+    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=1))
+    assert (k, why) == (0, "cost: no drafts (the match's source ends the sequence next: the target's own token decides)")
+    assert pol.choose(2, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=9))[0] == 2
 
 
 def test_prompt_lookup_prices_a_first_draft_by_how_its_ties_continued():
