@@ -261,7 +261,9 @@ class CostAwareK:
         else:
             self.zeros = 0
         match = (f"match of {self.match[0]} tokens ({'unique' if self.match[1] == 1 else f'{self.match[1]} ties'}"
-                 f"{f'; {outlook.agreeing} of them continue this way' if self.match[2] else ''}), "
+                 f"{f'; {outlook.agreeing} of them continue this way' if self.match[2] else ''}"
+                 f"{'; all generated so far copies its source' if outlook.copying else ''}"
+                 f"{f'; the source ends the sequence in {outlook.to_eos}' if ends else ''}), "
                  if self.match else "")
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
