@@ -19,9 +19,10 @@ rollback (so the rows past the accepted prefix are dropped by it).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -71,7 +72,8 @@ class DraftOutlook:
     copying: bool | None = None    # prompt lookup: the match reaches back past the first generated token (all
                                    # generated so far copies its source); None before any token or without start()
     to_eos: int | None = None      # prompt lookup: its source reaches the end-of-sequence token after this many
-                                   # tokens (the EOS included; a copy that holds ends the run there); None: not within MAX_MATCH
+                                   # tokens (the EOS included: a copy that holds ends the run there); None: it
+                                   # does not within MAX_MATCH tokens, or not told the token
 
 
 @runtime_checkable
@@ -81,6 +83,19 @@ class Drafter(Protocol):
     def start(self, prompt_ids: list[int]) -> int: ...          # returns forwards run (prefill)
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal: ...
     def rollback(self, valid_len: int) -> None: ...
+
+
+def outlook_of(drafter: Any) -> Callable[[list[int], int | None], DraftOutlook] | None:
+    """The drafter's optional ``outlook``, as a function of (ids, end-of-sequence token id); None if it has
+    none. An ``outlook(ids)`` without the ``eos_token_id`` keyword (a custom drafter) is called without it."""
+    fn = getattr(drafter, "outlook", None)
+    if not callable(fn):
+        return None
+    try:
+        takes_eos = "eos_token_id" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_eos = False
+    return (lambda ids, eos: fn(ids, eos_token_id=eos)) if takes_eos else (lambda ids, eos: fn(ids))
 
 
 class ModelDrafter:

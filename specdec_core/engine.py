@@ -19,7 +19,7 @@ import torch
 
 from .bugs import NO_BUGS, InjectedBugs
 from .config import SpecConfig
-from .drafters import DraftPolicy, Drafter, Proposal, model_drafter, new_kv_cache
+from .drafters import DraftPolicy, Drafter, Proposal, model_drafter, new_kv_cache, outlook_of
 from .kpolicy import make_k_policy
 from .proposal_check import checked_proposal
 from .sampling import acceptance_probs, point_mass, residual_distribution, sample, warp_logits
@@ -169,7 +169,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     eos = _resolve_eos(eos_token_id, tokenizer)
     text = _decoder(tokenizer)
     reads_features = bool(getattr(drafter, "reads_features", False))
-    has_outlook = callable(getattr(drafter, "outlook", None))
+    outlook_fn = outlook_of(drafter)
     tgt = TargetModel(target, keep_features=reads_features)
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -197,7 +197,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
 
     while True:
         remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-        outlook = drafter.outlook(ids, eos) if has_outlook else None     # free: e.g. prompt lookup's match
+        outlook = outlook_fn(ids, eos) if outlook_fn else None           # free: e.g. prompt lookup's match
         k_iter, k_reason = k_policy.choose(remaining - 1, outlook)     # 0. how many drafts (kpolicy)
         t_iter = now_ms(device)
         # 1. draft

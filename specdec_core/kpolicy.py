@@ -237,7 +237,7 @@ class CostAwareK:
         ms = {k: self.iteration_ms(costs, prof, k) for k in tokens}
         scored = {k: 1000.0 * tokens[k] / ms[k] if ms[k] > 0 else math.inf for k in tokens}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
-        left = max_k + 1                                        # tokens this run may still emit (a copy that holds)
+        left = max_k + 1                                        # tokens this run may still emit (to_eos: if the copy holds)
         plan = ""
         if left <= FINISH_HORIZON * (self.k_max + 1):           # near the end: the fewest ms to finish
             ks = range(cap + 1)

@@ -361,6 +361,22 @@ def test_prompt_lookup_tells_a_copy_from_the_answers_start_and_where_its_source_
     assert dr.outlook(prompt + [12], eos) == DraftOutlook(match_len=0, available=0, ties=0, agreeing=0)
 
 
+def test_an_outlook_without_the_eos_keyword_still_works():
+    """A custom drafter's ``outlook(ids)``, written before the end-of-sequence token was passed, is called
+    without it; the engine's own drafters get it."""
+    from specdec_core.drafters import outlook_of
+
+    class Old:
+        def outlook(self, ids):
+            return DraftOutlook(match_len=len(ids))
+
+    assert outlook_of(Old())([1, 2, 3], 2) == DraftOutlook(match_len=3)
+    assert outlook_of(object()) is None
+    dr = NGramDrafter()
+    dr.start([3, 5, 6, 2, 3])
+    assert outlook_of(dr)([3, 5, 6, 2, 3, 5], 2).to_eos == 2
+
+
 def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_its_end():
     """Deeper drafts of a copy that began with the answer are priced at least COPY_PRIOR, so a fresh
     two-token match is drafted deeper than the same match in free text; a source that reaches the
