@@ -114,7 +114,7 @@ class ModelDrafter:
         self.cache_len = 0
         return 0
 
-    def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
+    def outlook(self, ids: list[int]) -> DraftOutlook:
         return DraftOutlook(unseen=len(ids) - self.cache_len)
 
     @torch.inference_mode()

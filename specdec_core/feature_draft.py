@@ -147,7 +147,7 @@ class FeatureDrafter:
         hidden, logits = self.draft(x, feats.view(1, x.shape[1], -1), pos, self.cache, last_logits=True)
         return hidden[0, -1], logits[0]
 
-    def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
+    def outlook(self, ids: list[int]) -> DraftOutlook:
         return DraftOutlook(unseen=len(ids) - 1 - self.true_len)
 
     def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
