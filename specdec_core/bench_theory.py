@@ -1,9 +1,10 @@
-"""Benchmark sections for the cost model and the K policies (issue 9), measured in one interleaved pass
-per prompt and drafter:
+"""Benchmark sections for the cost model and the K policies (issue 9), measured in one pass per prompt and
+drafter:
 
 - sides: the target-only baseline, fixed K = 1..K_max, the cost-aware policy and the +2/-1 heuristic
-  (both capped at K_max), every one run ``repeats`` times, the order alternating each round; every
-  side's greedy output is compared with the baseline's;
+  (both capped at K_max), every one run ``repeats`` times, each round's runs advanced in lockstep
+  (``lockstep``: they share the machine's speed, which on a shared CPU wanders from second to second);
+  every side's greedy output is compared with the baseline's;
 - K sweep: the calibrated prediction (``sweeps.calibrated_curves``'s model: acceptance profile and costs
   pooled over the fixed-K runs, verify curve merged with the target's calibration pass) against the
   median measured tokens/s at each K, plus a leave-one-out prediction (K priced from the OTHER K's runs
@@ -11,10 +12,10 @@ per prompt and drafter:
 - a Live-like run (fixed K = ``live_k``, and the cost policy): ``theory.predict_speedup`` of each run
   against its measured speedup over the same round's baseline;
 - policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means. The best
-  fixed K is picked from the sweep, then it, the cost-aware policy and the heuristic run ``h2h_repeats``
-  more rounds head to head, back to back in a rotating order: the ratios are medians of those paired
-  rounds (the sweep's own ratio, the best of eight noisy medians against one, is biased against any
-  policy and is printed beside them). Beside them, free of timing noise, the policies' decisions priced by
+  fixed K is picked from the sweep, then it (twice: the ratio of its two runs is the measurement's own
+  noise), the cost-aware policy and the heuristic run ``h2h_repeats`` more rounds head to head, each in
+  lockstep: the ratios are medians of those paired rounds (the sweep's own ratio, the best of eight noisy
+  medians against one, is biased against any policy and is printed beside them). Beside them, free of timing noise, the policies' decisions priced by
   the sweep's calibrated costs and, for prompt lookup, the best K schedule in hindsight under the same
   costs (``hindsight``): the most any K policy could gain over the heuristic.
 
@@ -34,6 +35,7 @@ import torch
 from .bench_measure import BenchPrompt, _machine_busy_s, geomean
 from .config import SpecConfig
 from .hindsight import priced_ms, replay_best
+from .lockstep import run_lockstep
 from .theory import Costs, costs_from_traces
 from .trace import Trace
 
@@ -64,6 +66,7 @@ DRAFTERS: list[tuple[str, DrafterFactory]] = [("ngram", _ngram), ("self", _self_
 
 PREDICTION_GOALS = {"median_k": 0.10, "every_k": 0.20, "live": 0.10}
 POLICY_GOALS = {"vs_best_fixed": 0.95, "vs_heuristic": 1.05}
+AGAIN = "same K again"   # the head-to-head's second run of the best fixed K: their ratio is the noise floor
 
 
 @dataclass(frozen=True)
@@ -88,25 +91,22 @@ def side_configs(ts: TheorySettings) -> dict[str, SpecConfig]:
 
 def measure_drafter(target: torch.nn.Module, tok: Any, ids: list[int], factory: DrafterFactory,
                     ts: TheorySettings) -> tuple[list[Any], dict[str, list[Trace]]]:
-    """Interleaved rounds of the baseline and every side; returns the baselines and the traces per side
-    (each trace carries its round's baseline)."""
-    from .engine import baseline_generate, speculative_generate
+    """Rounds of the baseline and every side, advanced in lockstep (``lockstep``); returns the baselines and
+    the traces per side (each trace carries its round's baseline)."""
+    from .engine import stream_baseline, stream_speculative
     sides = side_configs(ts)
-    names = ["baseline"] + list(sides)
+    base_cfg = SpecConfig(max_new_tokens=ts.max_new_tokens, full_trace=False)
     bases: list[Any] = []
     traces: dict[str, list[Trace]] = {s: [] for s in sides}
     for r in range(ts.repeats + 1):                         # round 0 is the warm-up, not kept
-        round_traces: dict[str, Trace] = {}
-        base = None
-        for name in (names if r % 2 == 0 else names[::-1]):
-            if name == "baseline":
-                base = baseline_generate(target, ids, SpecConfig(max_new_tokens=ts.max_new_tokens, full_trace=False), tok)
-            else:
-                round_traces[name] = speculative_generate(target, factory(target), ids, sides[name], tok)
+        done = run_lockstep({"baseline": stream_baseline(target, ids, base_cfg, tok),
+                             **{name: stream_speculative(target, factory(target), ids, cfg, tok)
+                                for name, cfg in sides.items()}})
         if r == 0:
             continue
+        base = done.pop("baseline")
         bases.append(base)
-        for name, tr in round_traces.items():
+        for name, tr in done.items():
             tr.baseline = base
             traces[name].append(tr)
     return bases, traces
@@ -114,15 +114,18 @@ def measure_drafter(target: torch.nn.Module, tok: Any, ids: list[int], factory: 
 
 def head_to_head(target: torch.nn.Module, tok: Any, ids: list[int], factory: DrafterFactory, ts: TheorySettings,
                  best_k: int) -> dict[str, list[Trace]]:
-    """The sweep's best fixed K, the cost-aware policy and the heuristic in ``ts.h2h_repeats`` more rounds,
-    back to back, the order rotating each round (ABC, BCA, CAB, …): paired runs for the policy ratios."""
-    from .engine import speculative_generate
+    """The sweep's best fixed K (twice: ``AGAIN``, the measurement's own noise), the cost-aware policy and the
+    heuristic in ``ts.h2h_repeats`` more rounds, each round's runs advanced in lockstep: paired runs for the
+    policy ratios."""
+    from .engine import stream_speculative
     sides = side_configs(ts)
-    names = [f"K={best_k}", "cost", "heuristic"]
-    runs: dict[str, list[Trace]] = {n: [] for n in names}
-    for r in range(ts.h2h_repeats):
-        for n in names[r % 3:] + names[:r % 3]:
-            runs[n].append(speculative_generate(target, factory(target), ids, sides[n], tok))
+    cfgs = {f"K={best_k}": sides[f"K={best_k}"], AGAIN: sides[f"K={best_k}"], "cost": sides["cost"],
+            "heuristic": sides["heuristic"]}
+    runs: dict[str, list[Trace]] = {n: [] for n in cfgs}
+    for _ in range(ts.h2h_repeats):
+        done = run_lockstep({n: stream_speculative(target, factory(target), ids, cfg, tok) for n, cfg in cfgs.items()})
+        for n, tr in done.items():
+            runs[n].append(tr)
     return runs
 
 
@@ -226,6 +229,8 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
             "best_vs_heuristic": ratio(names[0], "heuristic"),
             "cost_vs_best_sweep": sweep["cost"] / sweep[names[0]] if sweep[names[0]] > 0 else None,
             "head_to_head_rounds": len(h2h[names[0]]) if h2h else 0,
+            "same_k_again": ([x.stats.tokens_per_s / y.stats.tokens_per_s for x, y in zip(h2h[AGAIN], h2h[names[0]])
+                              if y.stats.tokens_per_s > 0] if h2h and AGAIN in h2h else []),
             "cost_mean_k": sum(ks_used) / len(ks_used) if ks_used else None,
             "iterations": [_median([len(t.iterations) for t in runs[n]]) for n in names],
             "priced_cost_vs_best": priced[names[0]] / priced["cost"] if priced else None,
@@ -337,7 +342,7 @@ def render_theory(out: dict) -> str:
     s = out["settings"]
     busy = [b["cores"] for b in out.get("others_cores", []) if b["cores"] is not None]
     lines = [f"## Cost model and K policies ({s['max_new_tokens']} new tokens, greedy, {s['repeats']} measured "
-             f"rounds after a warm-up round, sides interleaved)", "",
+             f"rounds after a warm-up round, each round's runs advanced in lockstep)", "",
              ("Other processes kept " + ", ".join(f"{b:.2f}" for b in busy) + " cores busy during the passes "
               "(one value per prompt and drafter)." if busy else "Other processes' CPU use was not measured."), "",
              "Calibration pass, one target forward over n new tokens after a "
@@ -362,24 +367,28 @@ def render_theory(out: dict) -> str:
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['side']} | ×{r['measured_speedup']:.2f} | "
                      f"×{r['predicted_speedup']:.2f} | {_pct(r['error'])} |")
     h2h = out["settings"].get("h2h_repeats", 0)
-    how = (f"the best fixed K of the sweep, the cost-aware policy and the heuristic then ran {h2h} more rounds head "
-           "to head, back to back in a rotating order: tokens/s are their medians, ratios the medians of the "
-           "per-round ratios; the last ratio column is the sweep's own (the best of its medians against one)"
-           if h2h else "tokens/s, median over the sweep's rounds")
+    how = (f"the best fixed K of the sweep (twice), the cost-aware policy and the heuristic then ran {h2h} more "
+           "rounds head to head, each round's runs in lockstep: tokens/s are their medians, ratios the medians of "
+           "the per-round ratios; \"same K twice\" is the range of the per-round ratios of the best fixed K's two "
+           "runs (the measurement's own noise); the last ratio column is the sweep's own (the best of its medians "
+           "against one)" if h2h else "tokens/s, median over the sweep's rounds")
     lines += ["", f"K policies (cap = the largest K of the sweep): {how}. Iterations per run (median) of the "
               "best fixed K, the cost-aware policy and the heuristic: what the policies decided, free of the "
               "machine's timing noise.", "",
               "| prompt | drafter | best fixed K | its tok/s | cost-aware | ÷ best fixed | heuristic | cost ÷ heuristic "
-              "| ÷ best fixed (sweep) | priced: cost ÷ best fixed | priced: cost ÷ heuristic | hindsight ÷ heuristic "
-              "| cost's mean K | iterations | same output |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| same K twice | ÷ best fixed (sweep) | priced: cost ÷ best fixed | priced: cost ÷ heuristic "
+              "| hindsight ÷ heuristic | cost's mean K | iterations | same output |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["policies"]:
         mk = "–" if r["cost_mean_k"] is None else f"{r['cost_mean_k']:.1f}"
         its = " / ".join(f"{x:g}" for x in r.get("iterations", ()))
         sweep = r.get("cost_vs_best_sweep")
         priced_best, priced, bound = (_ratio(r.get(key)) for key in
                                       ("priced_cost_vs_best", "priced_cost_vs_heuristic", "hindsight_vs_heuristic"))
+        again = r.get("same_k_again") or []
+        noise = f"{min(again):.2f}–{max(again):.2f}" if again else "–"
         lines.append(f"| {r['prompt']} | {r['drafter']} | {r['best_fixed_k']} | {r['best_fixed']:.1f} | {r['cost']:.1f} "
-                     f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | "
+                     f"| {r['cost_vs_best']:.2f} | {r['heuristic']:.1f} | {r['cost_vs_heuristic']:.2f} | {noise} | "
                      f"{_ratio(sweep)} | {priced_best} | {priced} | {bound} | {mk} | {its} | "
                      f"{'yes' if r['same_as_baseline'] else 'NO'} |")
     lines += ["", "Summary against the targets:", "",
@@ -409,6 +418,11 @@ def render_theory(out: dict) -> str:
     if pairs:
         lines += ["", f"Over all {len(pairs)} (prompt, drafter) pairs: cost ÷ heuristic, geo. mean "
                       f"{geomean(pairs):.2f} (the target above is per drafter)."]
+    again = [x for r in out["policies"] for x in r.get("same_k_again") or []]
+    if len(again) >= 2:
+        lines += ["", f"The measurement's own noise: the best fixed K run twice in each head-to-head round, "
+                      f"{len(again)} per-round ratios of the two: {min(again):.2f}–{max(again):.2f}, "
+                      f"standard deviation {100 * statistics.stdev(again):.1f} %."]
     lines += ["", "Priced: the policies' decisions (each iteration's K and the drafts it verified, median over "
                   "runs) priced by the sweep's calibrated costs, free of the machine's timing noise. Hindsight "
                   "(prompt lookup, whose proposals follow from the text alone): the least time any K schedule "
@@ -423,14 +437,14 @@ DRIFT_WARN = 0.15   # a one-token forward this much slower or faster at the end 
 def _drift_lines(t1_start: float, t1_end: float | None) -> list[str]:
     """The one-token forward timed again after the passes, against the calibration's, with a warning when the
     machine's speed moved by more than ``DRIFT_WARN`` (ratios of runs minutes apart then mean little; the
-    paired head-to-head ratios and the priced columns suffer least)."""
+    ratios of runs in lockstep and the priced columns suffer least)."""
     if t1_end is None or t1_start <= 0:
         return []
     drift = t1_end / t1_start - 1
     line = f"One-token forward after the passes: {t1_end:.1f} ms ({100 * drift:+.0f} % against the calibration's)."
     if abs(drift) > DRIFT_WARN:
-        line += (" **The machine's speed moved during the run**: ratios of runs minutes apart mean little; the paired "
-                 "head-to-head ratios and the priced columns suffer least.")
+        line += (" **The machine's speed moved during the run**: ratios of runs minutes apart mean little; the ratios "
+                 "of runs advanced in lockstep and the priced columns suffer least.")
     return [line, ""]
 
 

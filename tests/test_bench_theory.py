@@ -45,7 +45,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     bases, traces = bt.measure_drafter(target, None, PROMPT, dict(bt.DRAFTERS)["ngram"], ts)
     k = bt.best_fixed_k(traces, ts)
     h2h = bt.head_to_head(target, None, PROMPT, dict(bt.DRAFTERS)["ngram"], replace(ts, h2h_repeats=3), k)
-    assert set(h2h) == {f"K={k}", "cost", "heuristic"} and all(len(v) == 3 for v in h2h.values())
+    assert set(h2h) == {f"K={k}", bt.AGAIN, "cost", "heuristic"} and all(len(v) == 3 for v in h2h.values())
     costs = bt.sweep_costs(traces, ts, curve.verify_ms)
     best_ms = bt._hindsight_ms(dict(bt.DRAFTERS)["ngram"](target), PROMPT, traces, None, ts, costs)
     row = bt.policy_row(p, "ngram", traces, ts, h2h, costs, best_ms)
@@ -60,6 +60,8 @@ def test_theory_pass_rows_summary_and_markdown(target):
     oracle = sorted(b.stats.tokens_per_s / h.stats.tokens_per_s for b, h in zip(h2h[f"K={k}"], h2h["heuristic"]))
     assert row["best_vs_heuristic"] == pytest.approx(oracle[1])
     assert row["same_as_baseline"] and len(row["iterations"]) == 3
+    again = [a.stats.tokens_per_s / b.stats.tokens_per_s for a, b in zip(h2h[bt.AGAIN], h2h[f"K={k}"])]
+    assert row["same_k_again"] == pytest.approx(again) and len(again) == 3
     out["policies"][0] = row
     out["summary"] = bt.summarize_theory(out)
     assert out["summary"]["ngram"]["median_k"] == 2
@@ -81,6 +83,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     ngram_row = [line for line in md.splitlines() if line.startswith("| p | ngram | ")][-1]
     assert f"| {row['priced_cost_vs_best']:.2f} | {row['priced_cost_vs_heuristic']:.2f} |" in ngram_row
     assert "Over all 2 (prompt, drafter) pairs" in md and "hindsight ÷ heuristic" in md
+    assert f"| {min(again):.2f}–{max(again):.2f} |" in ngram_row and "3 per-round ratios of the two" in md
 
 
 def test_summary_applies_the_targets():
