@@ -5,8 +5,10 @@
   K -= 1 (not below 1) otherwise; K never exceeds the configured cap.
 - ``cost``: each iteration, the K in 0..cap that maximises predicted tokens per second under the
   calibrated cost model of ``theory``: tokens per iteration from a running per-position acceptance
-  estimate, time per iteration from the target's verify curve t_verify(n) (``calibration``, rescaled
-  online to the measured verify times), the running draft cost and overhead. Within ``FINISH_HORIZON``
+  estimate, time per iteration from the target's verify curve t_verify(n) (``calibration``; its level set
+  by the run's first verify and followed online, its shape corrected at each number of tokens fed by what
+  the run measured there, the calibration worth ``SHAPE_WEIGHT`` observations), the running draft cost and
+  overhead. Within ``FINISH_HORIZON``
   iterations of the run's end it instead picks the K that emits the tokens left in the least expected
   time (``theory.finish_plan``: with every draft accepted, 18 tokens are two iterations at K = 8 but three
   at K = 7, whatever the steady-state rates).
@@ -21,9 +23,9 @@
     what such drafts gave so far at any match length (``deeper_prior``): a copy that held for a few
     tokens is drafted at the cap before a longer match was ever tested; and at least at ``COPY_PRIOR``
     while the match reaches back past the answer's first token (all generated so far copies the source: a
-    copy or quote task, drafted deep from its second iteration on). A source that reaches the
-    end-of-sequence token ends the run there if the copy holds: K never drafts past it, and the finish plan
-    below counts the tokens up to it. A draft model
+    copy or quote task, drafted deep from its second iteration on). K never drafts past the source's
+    end-of-sequence token; while the answer copies its source, a copy that holds ends the run there, and
+    the finish plan below counts the tokens up to it. A draft model
     tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat
     out) cost a catch-up forward, learnt per token and added to the price of drafting now.
   - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps
@@ -58,7 +60,8 @@ COPY_PRIOR = 0.95      # the least price of prompt lookup's deeper drafts while 
                        # match's source (DraftOutlook.copying): in 25 recorded greedy answers of the bundled model
                        # such drafts continued 1,316 of 1,333 times (0.99), others 229 of 365 (0.63)
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
-SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio
+SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio (the level)
+SHAPE_WEIGHT = 5.0     # how many observations the calibration's shape is worth at each number of tokens fed
 EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
 PROBE_MAX = 64         # the longest run of K = 0 iterations between two drafting ones
 NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
@@ -121,14 +124,15 @@ class _Decayed:
     """Exponentially decayed counts per key (a draft position, or a prompt-lookup ``match_key``):
     mean = (num + prior * w) / (den + w)."""
 
-    def __init__(self, weight: float = PRIOR_WEIGHT) -> None:
+    def __init__(self, weight: float = PRIOR_WEIGHT, decay: float = DECAY) -> None:
         self.num: dict[Hashable, float] = {}     # keys: draft positions, or prompt lookup's match_key tuples
         self.den: dict[Hashable, float] = {}
         self.weight = weight
+        self.decay = decay
 
     def add(self, j: Hashable, x: float) -> None:
-        self.num[j] = DECAY * self.num.get(j, 0.0) + x
-        self.den[j] = DECAY * self.den.get(j, 0.0) + 1.0
+        self.num[j] = self.decay * self.num.get(j, 0.0) + x
+        self.den[j] = self.decay * self.den.get(j, 0.0) + 1.0
 
     def mean(self, key: Hashable, prior: float) -> float:
         return (self.num.get(key, 0.0) + prior * self.weight) / (self.den.get(key, 0.0) + self.weight)
@@ -157,6 +161,9 @@ class CostAwareK:
         self.overhead_ms = 0.0
         self.overhead_seen = False
         self.scale = 1.0
+        self.scale_seen = False
+        self.shape = _Decayed(SHAPE_WEIGHT, 1.0)  # per tokens fed: measured ÷ (calibrated × level), prior 1; a
+                                                  # property of the machine: every observation counts alike
         self.seen: dict[int, float] = {}          # verify ms by tokens fed, when no calibration
         self.acc = _Decayed()
         self.prop = _Decayed()
@@ -173,7 +180,7 @@ class CostAwareK:
     def costs(self) -> Costs:
         n = self.k_max + 1
         if self.cal:
-            curve = [self.cal[min(i, len(self.cal) - 1)] * self.scale for i in range(n)]
+            curve = [self.cal[min(i, len(self.cal) - 1)] * self.scale * self.shape.mean(i + 1, 1.0) for i in range(n)]
         elif self.seen:
             from .theory import _interpolate
             curve = [_interpolate(self.seen, i + 1) for i in range(n)]
@@ -218,9 +225,12 @@ class CostAwareK:
         return iteration_ms(costs, prof, k) + catchup
 
     def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
+        left = max_k + 1                                        # tokens this run may still emit
         ends = outlook is not None and outlook.to_eos is not None and outlook.to_eos - 1 < max_k
-        if ends:      # a copy that holds ends the run at its source's end-of-sequence token: no more to plan for
+        if ends:      # never draft past the source's end-of-sequence token (the target's own token decides it)
             max_k = outlook.to_eos - 1
+            if outlook.copying:   # a copy that holds ends the run there: no more to plan for
+                left = outlook.to_eos
         cap = min(self.k_max, max(0, max_k))
         told = outlook is not None and outlook.match_len is not None
         self.match = (outlook.match_len, outlook.ties or 1,
@@ -237,7 +247,6 @@ class CostAwareK:
         ms = {k: self.iteration_ms(costs, prof, k) for k in tokens}
         scored = {k: 1000.0 * tokens[k] / ms[k] if ms[k] > 0 else math.inf for k in tokens}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
-        left = max_k + 1                                        # tokens this run may still emit (to_eos: if the copy holds)
         plan = ""
         if left <= FINISH_HORIZON * (self.k_max + 1):           # near the end: the fewest ms to finish
             ks = range(cap + 1)
@@ -296,8 +305,12 @@ class CostAwareK:
         n = len(it.drafts) + 1
         if self.cal:
             ref = self.cal[min(n, len(self.cal)) - 1]
-            if ref > 0:
-                self.scale = SCALE_DECAY * self.scale + (1 - SCALE_DECAY) * (it.verify_ms / ref)
+            if ref > 0 and not self.scale_seen:          # the run's level: the calibration may be minutes old
+                self.scale, self.scale_seen = it.verify_ms / ref, True
+            elif ref > 0:                                # this size against the level, then the level
+                self.shape.add(n, it.verify_ms / (ref * self.scale))
+                level = it.verify_ms / (ref * self.shape.mean(n, 1.0))
+                self.scale = SCALE_DECAY * self.scale + (1 - SCALE_DECAY) * level
         else:
             self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
         if it.catchup_ms > 0 and self.unseen and self.unseen > 1:
