@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from dataclasses import dataclass, replace
 
-from .trace import Trace
+from .trace import IterationRecord, Trace
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -296,25 +296,32 @@ def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
     """Per-position acceptance pooled over runs: accept[j-1] = mean alpha of the tested j-th drafts
     (alpha is a tested draft's acceptance probability: 0/1 in greedy mode); propose[j-1] = share of
     iterations that asked for >= j drafts and got j-1 that also got a j-th."""
+    return iterations_profile([it for tr in traces for it in tr.iterations])
+
+
+def iterations_profile(iterations: Sequence[IterationRecord], fallback: AcceptanceProfile | None = None) -> AcceptanceProfile:
+    """``acceptance_profile`` of some iterations; a position none of them tested takes ``fallback``'s value
+    (else the mean over the positions they tested)."""
     acc: dict[int, list[float]] = {}
     asked: dict[int, int] = {}
     got: dict[int, int] = {}
-    for tr in traces:
-        for it in tr.iterations:
-            for j, d in enumerate(it.drafts, 1):
-                if d.tested:
-                    acc.setdefault(j, []).append(d.alpha)
-            for j in range(1, it.k + 1):
-                if len(it.drafts) >= j - 1:
-                    asked[j] = asked.get(j, 0) + 1
-                    got[j] = got.get(j, 0) + (len(it.drafts) >= j)
+    for it in iterations:
+        for j, d in enumerate(it.drafts, 1):
+            if d.tested:
+                acc.setdefault(j, []).append(d.alpha)
+        for j in range(1, it.k + 1):
+            if len(it.drafts) >= j - 1:
+                asked[j] = asked.get(j, 0) + 1
+                got[j] = got.get(j, 0) + (len(it.drafts) >= j)
     pooled = [a for v in acc.values() for a in v]
-    fallback = sum(pooled) / len(pooled) if pooled else 0.0
-    n_acc = max(acc, default=0)
-    accept = tuple((sum(acc[j]) / len(acc[j])) if acc.get(j) else fallback for j in range(1, n_acc + 1))
-    n_prop = max(asked, default=0)
-    propose = tuple(got[j] / asked[j] if asked.get(j) else 1.0 for j in range(1, n_prop + 1))
-    return AcceptanceProfile(accept or (fallback,), propose)
+    mean = sum(pooled) / len(pooled) if pooled else 0.0
+    n_acc = max(max(acc, default=0), len(fallback.accept) if fallback else 0)
+    accept = tuple((sum(acc[j]) / len(acc[j])) if acc.get(j) else (fallback.a(j) if fallback else mean)
+                   for j in range(1, n_acc + 1))
+    n_prop = max(max(asked, default=0), len(fallback.propose) if fallback else 0)
+    propose = tuple(got[j] / asked[j] if asked.get(j) else (fallback.s(j) if fallback else 1.0)
+                    for j in range(1, n_prop + 1))
+    return AcceptanceProfile(accept or ((fallback.a(1) if fallback else mean),), propose)
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -444,11 +451,18 @@ def baseline_split(trace: Trace, t1: float | None = None) -> TimeSplit | None:
 
 def predicted_split(trace: Trace, costs: Costs) -> TimeSplit:
     """The speculative run as the model prices it: the same K per iteration as the run, tokens from the
-    acceptance profile, each part from ``costs`` (pass ``costs.flat()`` for a GPU-like verify)."""
-    profile = acceptance_profile([trace])
+    acceptance profile of the run's iterations at that K (a K policy drafts deep where it expects drafts to
+    land, so acceptance depends on K; a position never tested at that K takes the run's pooled value), each
+    part from ``costs`` (pass ``costs.flat()`` for a GPU-like verify)."""
+    pooled = acceptance_profile([trace])
+    by_k: dict[int, list[IterationRecord]] = {}
+    for it in trace.iterations:
+        by_k.setdefault(it.k, []).append(it)
+    profiles = {k: iterations_profile(its, pooled) for k, its in by_k.items()}
     draft = verify = 0.0
     tokens = 0.0
     for it in trace.iterations:
+        profile = profiles[it.k]
         for l, p in enumerate(proposal_lengths(profile, it.k)):
             draft += p * costs.draft_cost(l, it.k)
             verify += p * costs.t_verify(l + 1)

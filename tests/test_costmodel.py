@@ -13,8 +13,9 @@ from specdec_core.kpolicy import (COPY_PRIOR, EXPLORE_BUDGET, PRIOR_ALPHA, PROBE
                                   agreement, make_k_policy, match_prior, probe_wait)
 from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
                                  costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
-                                 merge_verify_curve, predict_speedup, predicted_speedup, predicted_tokens_per_s,
-                                 finish_plan, proposal_lengths, speedup, time_split, tokens_distribution)
+                                 merge_verify_curve, predict_speedup, predicted_speedup, predicted_split,
+                                 predicted_tokens_per_s, finish_plan, proposal_lengths, speedup, time_split,
+                                 tokens_distribution)
 from specdec_core.trace import (BaselineResult, DraftRecord, IterationRecord, Stats, Trace)
 
 CPU_CURVE = (39.7, 61.4, 76.4, 58.8, 53.5, 53.6, 53.7, 53.8, 55.0)   # this CPU: 2-3 tokens are slow
@@ -102,6 +103,20 @@ def test_prediction_is_the_identity_on_a_run_that_matches_its_model():
     assert (b.prefill, b.verify, b.overhead) == (95.0, 50.0, 25.0)
     flat = predict_speedup(tr, [10.0, 20.0, 30.0], flat=True)
     assert flat == pytest.approx((5 / (100 + 2 * (1 + 10 + 4))) / (5 / 170))   # verify at t1 = 10 ms
+
+
+def test_a_runs_tokens_are_priced_by_the_acceptance_at_the_k_it_chose():
+    """A K policy drafts deep where it expects drafts to land (a copy) and shallow where they fail (free
+    text): pooled over the run, per-position acceptance would charge the copy's iterations with the free
+    text's failures. Priced per K, each iteration's expected tokens are what iterations at its K gave."""
+    free = [IterationRecord(i, 5 + i, 1, [_d(0.0, False)], None, None, [0], [1.0], 10.0, 1.0) for i in range(4)]
+    copy = [IterationRecord(4 + i, 9 + 8 * i, 7, [_d(1.0, True)] * 7, None, None, [0] * 7 + [1], [1.0], 30.0, 1.0)
+            for i in range(3)]
+    st = Stats(new_tokens=28, iterations=7, drafted=25, accepted=21, wall_ms=200.0, prefill_ms=50.0)
+    tr = Trace(config={"k": 7}, prompt="", prompt_ids=[1] * 5, iterations=free + copy, new_token_ids=[0] * 28, stats=st)
+    assert acceptance_profile([tr]).a(1) == pytest.approx(3 / 7)          # pooled: the copy looks unsure
+    split = predicted_split(tr, costs_from_traces([tr], calibrated_verify=[10.0] * 8 + [30.0]))
+    assert split.tokens == pytest.approx(4 * 1 + 3 * 8)                   # per K: exactly what the run emitted
 
 
 def test_trace_round_trip_with_k_reason_and_calibration(tiny_pair):
