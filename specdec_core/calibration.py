@@ -53,12 +53,16 @@ class VerifyCurve:
 
 
 def model_key(model: torch.nn.Module) -> tuple[str, str, str]:
-    """(model id, device, dtype). The id is the checkpoint path, or the object's identity for a model
-    built in-process (two random-weight models must not share a calibration)."""
+    """(model id, device, dtype). The id is the checkpoint path with the model's class and size (a draft built
+    from its target's config carries the target's path: sharing the target's calibration, the shipped
+    token-only draft was priced at a target forward, 90 ms against its 7, and never drafted), or the object's
+    identity for a model built in-process (two random-weight models must not share a calibration)."""
     p = next(model.parameters())
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
-    ident = f"{name}#{id(model)}" if not name else name
-    return ident, str(p.device), str(p.dtype).replace("torch.", "")
+    if not name:
+        return f"#{id(model)}", str(p.device), str(p.dtype).replace("torch.", "")
+    size = sum(q.numel() for q in model.parameters())
+    return f"{name} [{type(model).__name__}, {size:,} parameters]", str(p.device), str(p.dtype).replace("torch.", "")
 
 
 class CalibrationCache:

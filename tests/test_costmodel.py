@@ -469,6 +469,19 @@ def test_calibration_times_each_size_and_is_cached(one_thread):
         measure_verify_curve(model, 0)
 
 
+def test_a_draft_built_from_its_targets_config_gets_its_own_calibration():
+    """Keyed by path, class and size: a draft made from its target's config (same ``_name_or_path``) is timed
+    on its own, while the same checkpoint loaded twice shares one calibration."""
+    target, draft, again = (make_tiny_lm(vocab_size=32, seed=s, hidden=h) for s, h in ((1, 32), (2, 16), (3, 32)))
+    for m in (target, draft, again):
+        m.config._name_or_path = "some/checkpoint"
+    assert model_key(target) != model_key(draft) and model_key(target) == model_key(again)
+    assert model_key(target)[0].startswith("some/checkpoint [LlamaForCausalLM, ")
+    cache = CalibrationCache()
+    cal = calibrate(target, 3, context=8, repeats=1, cache=cache)
+    assert cache.get(draft) is None and cache.get(again) is cal
+
+
 def test_calibration_separates_the_curves_shape_from_a_drifting_level():
     from specdec_core.calibration import level_and_shape
     shape = {1: 1.0, 2: 1.0, 3: 1.5, 4: 1.3}
