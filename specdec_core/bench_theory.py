@@ -15,9 +15,10 @@ drafter:
   fixed K is picked from the sweep, then it (twice: the ratio of its two runs is the measurement's own
   noise), the cost-aware policy and the heuristic run ``h2h_repeats`` more rounds head to head, each in
   lockstep: the ratios are medians of those paired rounds (the sweep's own ratio, the best of eight noisy
-  medians against one, is biased against any policy and is printed beside them). Beside them, free of timing noise, the policies' decisions priced by
-  the sweep's calibrated costs and, for prompt lookup, the best K schedule in hindsight under the same
-  costs (``hindsight``): the most any K policy could gain over the heuristic.
+  medians against one, is biased against any policy and is printed beside them). Beside them, free of
+  timing noise, the policies' decisions priced by the sweep's calibrated costs and, for prompt lookup, the
+  best K schedule in hindsight under the same costs (``hindsight``): the most any K policy could gain over
+  the heuristic.
 
 Add a drafter to ``DRAFTERS`` (one line) and every section covers it.
 """
