@@ -9,8 +9,8 @@
   by the run's first verify and followed online, its shape corrected at each number of tokens fed by what
   the run measured there, the calibration worth ``SHAPE_WEIGHT`` observations), the running draft cost and
   overhead. Within ``FINISH_HORIZON`` iterations of the run's end it instead picks the K that emits the
-  tokens left in the least expected time (``theory.finish_plan``: with every draft accepted, 18 tokens are two iterations at K = 8 but three
-  at K = 7, whatever the steady-state rates).
+  tokens left in the least expected time (``theory.finish_plan``: with every draft accepted, 18 tokens are
+  two iterations at K = 8 but three at K = 7, whatever the steady-state rates).
   - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
     lookup tells how long its match is, how many earlier occurrences match as far back, and how many of
     those continue with the token it will draft: a draft continuing a match of m tokens is priced by
