@@ -59,10 +59,11 @@ def model_key(model: torch.nn.Module) -> tuple[str, str, str]:
     identity for a model built in-process (two random-weight models must not share a calibration)."""
     p = next(model.parameters())
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
-    if not name:
-        return f"#{id(model)}", str(p.device), str(p.dtype).replace("torch.", "")
-    size = sum(q.numel() for q in model.parameters())
-    return f"{name} [{type(model).__name__}, {size:,} parameters]", str(p.device), str(p.dtype).replace("torch.", "")
+    if name:
+        ident = f"{name} [{type(model).__name__}, {sum(q.numel() for q in model.parameters()):,} parameters]"
+    else:
+        ident = f"#{id(model)}"
+    return ident, str(p.device), str(p.dtype).replace("torch.", "")
 
 
 class CalibrationCache:

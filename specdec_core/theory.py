@@ -299,7 +299,8 @@ def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
     return iterations_profile([it for tr in traces for it in tr.iterations])
 
 
-def iterations_profile(iterations: Sequence[IterationRecord], fallback: AcceptanceProfile | None = None) -> AcceptanceProfile:
+def iterations_profile(iterations: Sequence[IterationRecord],
+                       fallback: AcceptanceProfile | None = None) -> AcceptanceProfile:
     """``acceptance_profile`` of some iterations; a position none of them tested takes ``fallback``'s value
     (else the mean over the positions they tested)."""
     acc: dict[int, list[float]] = {}
@@ -315,13 +316,12 @@ def iterations_profile(iterations: Sequence[IterationRecord], fallback: Acceptan
                 got[j] = got.get(j, 0) + (len(it.drafts) >= j)
     pooled = [a for v in acc.values() for a in v]
     mean = sum(pooled) / len(pooled) if pooled else 0.0
-    n_acc = max(max(acc, default=0), len(fallback.accept) if fallback else 0)
-    accept = tuple((sum(acc[j]) / len(acc[j])) if acc.get(j) else (fallback.a(j) if fallback else mean)
-                   for j in range(1, n_acc + 1))
-    n_prop = max(max(asked, default=0), len(fallback.propose) if fallback else 0)
-    propose = tuple(got[j] / asked[j] if asked.get(j) else (fallback.s(j) if fallback else 1.0)
-                    for j in range(1, n_prop + 1))
-    return AcceptanceProfile(accept or ((fallback.a(1) if fallback else mean),), propose)
+    fallback = fallback or AcceptanceProfile((mean,))           # untested positions: the tested ones' mean
+    n_acc = max(max(acc, default=0), len(fallback.accept))
+    accept = tuple(sum(acc[j]) / len(acc[j]) if acc.get(j) else fallback.a(j) for j in range(1, n_acc + 1))
+    n_prop = max(max(asked, default=0), len(fallback.propose))
+    propose = tuple(got[j] / asked[j] if asked.get(j) else fallback.s(j) for j in range(1, n_prop + 1))
+    return AcceptanceProfile(accept, propose)
 
 
 def _mean(xs: Sequence[float]) -> float | None:
