@@ -103,7 +103,7 @@ def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bo
     try:
         with locked(target, *extra):
             sw = k_sweep(target.model, draft, ids, cfg, list(range(1, k_max_ + 1)), target.tokenizer,
-                         on_progress=reporter(progress, "runs (baseline, then K = 1…)"))
+                         on_progress=reporter(progress, "the baseline and every K, side by side", "tokens"))
     except (ValueError, RuntimeError) as e:
         raise gr.Error(str(e)) from e
     headers, rows = ksweep_table(sw)
@@ -113,7 +113,8 @@ def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bo
 def build_ksweep_tab(pool: Any, tab: Any) -> None:
     gr.Markdown("### Find the best K\nRun K = 1 … K_max on one prompt (same seed and settings), measure tokens/s and "
                 "acceptance, and compare with the calibrated cost model and the naive closed form for the α and c "
-                "measured in these runs.")
+                "measured in these runs. The runs and the target-only baseline advance side by side, one step at a "
+                "time, so a moment when the machine is slow hits them all alike.")
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             target = gr.Dropdown(target_choices(pool), value="bundled", label="target", elem_id="ksweep-target")

@@ -109,6 +109,10 @@ class ModelDrafter:
         self.cache = None
         self.cache_len = 0
 
+    def fresh(self) -> "ModelDrafter":
+        """A drafter running the same weights with a cache of its own (runs side by side need one each)."""
+        return ModelDrafter(self.model, self.name)
+
     def start(self, prompt_ids: list[int]) -> int:
         self.cache = new_kv_cache(self.model.config)
         self.cache_len = 0
@@ -240,6 +244,10 @@ class NGramDrafter:
         self.name = "ngram"
         self._match: tuple[tuple, Match] | None = None   # (key of ids, its match)
         self._prompt_len: int | None = None
+
+    def fresh(self) -> "NGramDrafter":
+        """The same lookup with a state of its own (runs side by side need one each)."""
+        return NGramDrafter(self.max_ngram, self.min_ngram)
 
     def start(self, prompt_ids: list[int]) -> int:
         self._match = None

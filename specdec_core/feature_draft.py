@@ -121,6 +121,10 @@ class FeatureDrafter:
         self.features: torch.Tensor | None = None  # (capacity, hidden) target features by position
         self.n_features = 0
 
+    def fresh(self) -> "FeatureDrafter":
+        """A drafter running the same draft with a cache of its own (runs side by side need one each)."""
+        return FeatureDrafter(self.draft, self.name)
+
     def start(self, prompt_ids: list[int]) -> int:
         self.cache = new_kv_cache(self.draft.config)
         self.true_len = self.n_features = 0

@@ -17,7 +17,7 @@ one forward runs at a time, as in a run alone.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -30,9 +30,12 @@ def elapsed_ms(result: Any) -> float:
     return float(stats.wall_ms if stats is not None else result.wall_ms)
 
 
-def run_lockstep(streams: Mapping[str, Iterator[T]]) -> dict[str, T]:
+def run_lockstep(streams: Mapping[str, Iterator[T]],
+                 on_step: Callable[[Mapping[str, T]], None] | None = None) -> dict[str, T]:
     """Advance every stream to its end, the one that has used the least time first (the name breaks ties);
-    returns each stream's last result. If a stream raises, the others are closed and the error goes on."""
+    returns each stream's last result. ``on_step`` sees the latest results after every step (progress
+    reports: the streams' clocks are stopped meanwhile). If a stream raises, the others are closed and the
+    error goes on."""
     live = dict(streams)
     last: dict[str, T] = {}
     used = {name: 0.0 for name in live}
@@ -47,6 +50,8 @@ def run_lockstep(streams: Mapping[str, Iterator[T]]) -> dict[str, T]:
                     raise RuntimeError(f"stream {name!r} ended without a result") from None
                 continue
             used[name] = elapsed_ms(last[name])
+            if on_step is not None:
+                on_step(last)
     finally:
         for stream in live.values():
             close = getattr(stream, "close", None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,14 +20,16 @@ import torch
 
 from .config import MAX_K, SpecConfig
 from .drafters import ModelDrafter, NGramDrafter, model_drafter
-from .engine import as_drafter, baseline_generate, speculative_generate, warm_up
+from .engine import (as_drafter, baseline_generate, speculative_generate, stream_baseline, stream_speculative,
+                     warm_up)
 from .model_pool import LoadedModel, ModelPool
 from .models import check_tokenizer_compat
 from .hindsight import hindsight_tokens_per_s
+from .lockstep import run_lockstep
 from .theory import (Costs, acceptance_profile, costs_from_traces, estimate_alpha, predicted_tokens_per_s,
                      speedup)
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
-from .trace import Trace
+from .trace import BaselineResult, Trace
 
 Progress = Callable[[int, int], None]
 MAX_SWEEP_POINTS = 32
@@ -171,27 +173,35 @@ def _check_k_values(k_values: Sequence[int]) -> list[int]:
 
 def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, k_values: Sequence[int],
             tokenizer: Any = None, on_progress: Progress | None = None) -> KSweep:
-    """Baseline once, then one speculative run per K (same prompt, settings and seed, fixed K); the
-    closed-form curve uses alpha pooled over the runs and c = draft forward time / baseline token time;
-    the calibrated curve prices each K with the cost model of ``theory`` (see ``calibrated_curves``)."""
+    """The baseline and one speculative run per K (same prompt, settings and seed, fixed K), advanced in
+    lockstep (``lockstep``: one step at a time, the run that has used the least time first) so that every
+    run meets the machine's speed of the same moments: a drafter with ``fresh()`` (all of this project's)
+    gives each run its own state; another drafter's runs go one after the other. ``on_progress`` counts
+    tokens over all runs. The closed-form curve uses alpha pooled over the runs and c = draft forward time /
+    baseline token time; the calibrated curve prices each K with the cost model of ``theory`` (see
+    ``calibrated_curves``)."""
     ks = _check_k_values(k_values)
     models = [target] + ([draft] if isinstance(draft, torch.nn.Module) and draft is not target else [])
     warm_up(*models)
-    total = len(ks) + 1
-    base = baseline_generate(target, ids, cfg, tokenizer)
-    if on_progress is not None:
-        on_progress(1, total)
-    runs, traces = [], []
-    name = ""
-    for i, k in enumerate(ks):
+    drafter = as_drafter(draft, target)
+    fresh = getattr(drafter, "fresh", None)
+    total = (len(ks) + 1) * cfg.max_new_tokens
+    streams: dict[str, Iterator[Any]] = {"baseline": stream_baseline(target, ids, cfg, tokenizer)}
+    for k in ks:
         run_cfg = SpecConfig(**{**cfg.to_dict(), "k": k, "full_trace": False, "k_policy": "fixed",
                                 "adaptive_k": False})
-        trace = speculative_generate(target, draft, ids, run_cfg, tokenizer)
-        name = trace.config.get("drafter", "")
-        traces.append(trace)
-        runs.append(_k_run(k, trace, base.new_token_ids if cfg.greedy else None))
-        if on_progress is not None:
-            on_progress(i + 2, total)
+        streams[f"K={k}"] = stream_speculative(target, fresh() if fresh else drafter, ids, run_cfg, tokenizer)
+    groups = [streams] if fresh else [{name: stream} for name, stream in streams.items()]   # one state: in turn
+    out: dict[str, Any] = {}
+    for group in groups:
+        step = None if on_progress is None else (lambda last: on_progress(_tokens(out) + _tokens(last), total))
+        out.update(run_lockstep(group, step))
+    if on_progress is not None:
+        on_progress(total, total)
+    base: BaselineResult = out["baseline"]
+    traces: list[Trace] = [out[f"K={k}"] for k in ks]
+    runs = [_k_run(k, t, base.new_token_ids if cfg.greedy else None) for k, t in zip(ks, traces)]
+    name = traces[-1].config.get("drafter", "")
     alphas = [d.alpha for t in traces for it in t.iterations for d in it.drafts if d.tested]
     alpha = sum(alphas) / len(alphas) if alphas else None
     token_ms = base.token_ms[1:] or base.token_ms
@@ -204,11 +214,15 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     sweep = KSweep(name, runs, base.tokens_per_s, base_ms, alpha, c, best, theory)
     costs = calibrated_curves(sweep, traces, base, target)
     if costs is not None and cfg.greedy:
-        best_run = hindsight_tokens_per_s(as_drafter(draft, target), ids, base.new_token_ids, max(ks), costs,
+        best_run = hindsight_tokens_per_s(drafter, ids, base.new_token_ids, max(ks), costs,
                                           getattr(tokenizer, "eos_token_id", None))
         if best_run is not None:
             sweep.hindsight_tokens_per_s, sweep.hindsight_ks = best_run
     return sweep
+
+
+def _tokens(results: dict[str, Any]) -> int:
+    return sum(len(r.new_token_ids) for r in results.values())
 
 
 def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any,

@@ -142,7 +142,11 @@ def test_round_trip_and_broken_files(tiny_target, trained, tmp_path):
         a, b = draft.full_logits(draft(x, f, pos)), loaded.full_logits(loaded(x, f, pos))
     assert torch.equal(torch.isinf(a), torch.isinf(b)) and a.shape[-1] == V
     assert torch.allclose(a[~torch.isinf(a)], b[~torch.isinf(b)], atol=2e-2)   # fp16 on disk
-    assert isinstance(model_drafter(loaded), FeatureDrafter)
+    drafter = model_drafter(loaded)
+    assert isinstance(drafter, FeatureDrafter)
+    drafter.start([1, 2, 3])
+    other = drafter.fresh()                      # the same weights, a state of its own (runs side by side)
+    assert other.draft is loaded and other.name == drafter.name and other.cache is None
     assert loaded.int8_head is not None and draft.int8_head is None  # only a loaded draft decodes in int8
     assert type(loaded.eh_proj) is Int8DecodeLinear and type(loaded.lm_head) is not Int8DecodeLinear
     assert json.loads((tmp_path / "draft_card.json").read_text())["files"] == [WEIGHTS]

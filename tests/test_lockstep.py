@@ -29,6 +29,13 @@ def test_the_stream_that_used_least_time_goes_next():
     assert log == ["fast", "slow", "fast", "fast", "fast", "slow", "fast", "fast"]
 
 
+def test_every_step_is_reported_with_the_latest_results():
+    seen: list = []
+    run_lockstep({"a": fake("a", 10.0, 2, []), "b": fake("b", 10.0, 1, [])},
+                 lambda last: seen.append({n: r.i for n, r in last.items()}))
+    assert seen == [{"a": 0}, {"a": 0, "b": 0}, {"a": 1, "b": 0}]
+
+
 def test_elapsed_reads_traces_and_baselines():
     assert elapsed_ms(SimpleNamespace(stats=SimpleNamespace(wall_ms=5.0))) == 5.0
     assert elapsed_ms(SimpleNamespace(wall_ms=7.0)) == 7.0

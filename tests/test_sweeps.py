@@ -62,7 +62,8 @@ def test_k_sweep_on_tiny_models(tiny_pair):
     seen = []
     sw = k_sweep(target, draft, [1, 2, 3, 4], cfg, [1, 2, 3], on_progress=lambda d, t: seen.append((d, t)))
     assert [r.k for r in sw.runs] == [1, 2, 3]
-    assert seen[-1] == (4, 4)
+    assert seen[-1] == (4 * 24, 4 * 24)                   # tokens of the baseline and the three runs
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) > 4
     assert all(r.same_as_baseline for r in sw.runs)       # greedy, float32: identical to target-only
     assert all(r.new_tokens == 24 for r in sw.runs)
     assert sw.best_k == max(sw.runs, key=lambda r: r.tokens_per_s).k
@@ -82,6 +83,52 @@ def test_k_sweep_with_prompt_lookup_gets_the_hindsight_ceiling(tiny_pair):
     assert len(sw.hindsight_ks) <= min(r.new_tokens for r in sw.runs)     # one K per iteration it plans
     sampled = k_sweep(target, NGramDrafter(), prompt, SpecConfig(k=1, temperature=1.0, max_new_tokens=8, seed=0), [1])
     assert sampled.hindsight_tokens_per_s is None                       # sampled: the output depends on K
+
+
+class Logged(NGramDrafter):
+    """Prompt lookup that logs which instance proposes; ``fresh`` ones share the log (``fresh=False``: none)."""
+
+    def __init__(self, log: list, fresh: bool = True) -> None:
+        super().__init__()
+        self.log = log
+        if not fresh:
+            self.fresh = None
+
+    def fresh(self):
+        return Logged(self.log)
+
+    def propose(self, ids, k, policy):
+        self.log.append(self)
+        return super().propose(ids, k, policy)
+
+
+def test_k_sweep_runs_side_by_side_with_fresh_drafters_and_in_turn_without(tiny_pair):
+    target, _ = tiny_pair
+    cfg = SpecConfig(k=1, temperature=0.0, max_new_tokens=12, seed=0)
+    prompt = [3, 7, 1, 5, 3, 7, 1, 4, 3, 7, 1, 5]
+    results = []
+    for fresh in (True, False):
+        log: list = []
+        original = Logged(log, fresh)
+        sw = k_sweep(target, original, prompt, cfg, [1, 2, 3])
+        runs = [d for d in log if d is not original]         # the original proposes only in the hindsight pass
+        order = [d for n, d in enumerate(runs) if n == 0 or runs[n - 1] is not d]   # runs of one merged
+        assert len({id(d) for d in runs}) == (3 if fresh else 0)            # a state per run, or the one shared
+        if fresh:
+            assert len(order) > 3                                            # interleaved, not one after another
+        results.append([(r.k, r.new_tokens, r.tokens_per_iteration, r.same_as_baseline) for r in sw.runs])
+    assert results[0] == results[1]                                          # the same runs either way
+    assert all(same for *_, same in results[0])
+
+
+def test_fresh_drafters_share_the_weights_and_not_the_state(tiny_pair):
+    target, draft = tiny_pair
+    a = ModelDrafter(draft, name="d")
+    b = a.fresh()
+    a.start([1, 2, 3])
+    assert b.model is a.model and b.name == "d" and b.cache is None and a.cache is not None
+    n = NGramDrafter(max_ngram=4, min_ngram=2).fresh()
+    assert (n.max_ngram, n.min_ngram, n._prompt_len) == (4, 2, None)
 
 
 def test_k_sweep_rejects_bad_k(tiny_pair):
