@@ -207,8 +207,8 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
                best_ms: float | None = None) -> dict:
     """Cost-aware vs the best fixed K and vs the heuristic: from the paired head-to-head rounds ``h2h`` when
     given (medians of the per-round ratios), else from the sweep's medians; the sweep's ratio always. With
-    ``costs``, also the policies' decisions priced by them (``hindsight.priced_ms``, median over runs: free
-    of timing noise) and, with ``best_ms`` (the best schedule in hindsight), the bound it sets."""
+    ``costs``, also the policies' runs priced by them (``run_priced_ms``, median over runs: free of timing
+    noise) and, with ``best_ms`` (the best schedule in hindsight, its prefill added), the bound it sets."""
     best_k = best_fixed_k(traces, ts)
     names = (f"K={best_k}", "cost", "heuristic")
     sweep = {n: _median([t.stats.tokens_per_s for t in traces[n]]) for n in names}
@@ -223,7 +223,7 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
 
     ks_used = [it.k for t in runs["cost"] for it in t.iterations]
     expected = traces["cost"][0].baseline.new_token_ids
-    priced = ({n: _median([priced_ms(t, costs) for t in runs[n]]) for n in names} if costs is not None else {})
+    priced = ({n: _median([run_priced_ms(t, costs) for t in runs[n]]) for n in names} if costs is not None else {})
     return {"prompt": prompt.name, "kind": prompt.kind, "drafter": drafter, "best_fixed_k": best_k,
             "best_fixed": tps[names[0]], "cost": tps["cost"], "heuristic": tps["heuristic"],
             "cost_vs_best": ratio("cost", names[0]), "cost_vs_heuristic": ratio("cost", "heuristic"),
@@ -237,9 +237,19 @@ def policy_row(prompt: BenchPrompt, drafter: str, traces: dict[str, list[Trace]]
             "priced_cost_vs_best": priced[names[0]] / priced["cost"] if priced else None,
             "priced_cost_vs_heuristic": priced["heuristic"] / priced["cost"] if priced else None,
             "priced_best_vs_heuristic": priced["heuristic"] / priced[names[0]] if priced else None,
-            "hindsight_vs_heuristic": priced["heuristic"] / best_ms if priced and best_ms else None,
+            "hindsight_vs_heuristic": (priced["heuristic"] / (costs.prefill_ms + best_ms)
+                                       if priced and costs is not None and best_ms else None),
             "same_as_baseline": all(t.new_token_ids == expected for n in ("cost", "heuristic")
                                     for t in [*traces[n], *(h2h or {}).get(n, [])])}
+
+
+def run_priced_ms(trace: Trace, costs: Costs) -> float:
+    """A run's time as ``costs`` price it, comparable with its measured tokens/s: the prefill every run pays
+    (``costs.prefill_ms``, with a model draft's first catch-up), its decisions (``hindsight.priced_ms``) and
+    the catch-ups after its first, which only a policy that sits out iterations (K = 0) pays and the cost model
+    does not price: at their measured time."""
+    catchups = [it.catchup_ms for it in trace.iterations if it.catchup_ms > 0]
+    return costs.prefill_ms + priced_ms(trace, costs) + sum(catchups[1:])
 
 
 def _hindsight_ms(drafter: Any, ids: list[int], traces: dict[str, list[Trace]], tok: Any, ts: TheorySettings,
@@ -424,8 +434,10 @@ def render_theory(out: dict) -> str:
         lines += ["", f"The measurement's own noise: the best fixed K run twice in each head-to-head round, "
                       f"{len(again)} per-round ratios of the two: {min(again):.2f}–{max(again):.2f}, "
                       f"standard deviation {100 * statistics.stdev(again):.1f} %."]
-    lines += ["", "Priced: the policies' decisions (each iteration's K and the drafts it verified, median over "
-                  "runs) priced by the sweep's calibrated costs, free of the machine's timing noise. Hindsight "
+    lines += ["", "Priced: the policies' runs (the prefill every run pays, each iteration's K and the drafts it "
+                  "verified, median over runs) priced by the sweep's calibrated costs, free of the machine's timing "
+                  "noise; a model draft's catch-ups after K = 0 iterations, which the costs do not price, at their "
+                  "measured time. Hindsight "
                   "(prompt lookup, whose proposals follow from the text alone): the least time any K schedule "
                   "could take for the same output under those costs (`hindsight.best_schedule`), against the "
                   "heuristic's priced time: under those costs no K policy can gain more than this over the heuristic."]
