@@ -77,7 +77,7 @@ def _evaluate(pool: Any, target_key: str, prompts: list[str], chat: bool, cfg: S
     try:
         with locked(target, *others):
             sel = evaluate_drafts(target.model, target.tokenizer, cands, prompts, ids, cfg,
-                                  on_progress=reporter(progress, "generation runs"))
+                                  on_progress=reporter(progress, "generation runs", "runs"))
     except ValueError as e:
         raise gr.Error(str(e)) from e
     headers, rows = selection_table(sel)

@@ -94,10 +94,10 @@ def bind_pool(fn: Callable, pool: Any) -> Callable:
     return bound
 
 
-def reporter(progress: Any, what: str, unit: str | None = None) -> Callable[[int, int], None]:
+def reporter(progress: Any, what: str, unit: str = "steps") -> Callable[[int, int], None]:
     def report(done: int, total: int) -> None:
         if progress is not None:
-            progress((done, total), desc=what, unit=unit or ("runs" if "run" in what else "steps"))
+            progress((done, total), desc=what, unit=unit)
     return report
 
 

@@ -83,7 +83,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
     except (ValueError, RuntimeError) as e:
         raise gr.Error(f"Bad setting: {e}") from e
     budget = LAB_TIME_BUDGET_S[setup]
-    report = reporter(progress, f"sampling {settings.n_runs:,} runs")
+    report = reporter(progress, f"sampling {settings.n_runs:,} runs", "runs")
     try:
         if setup == "toy":
             pair = make_toy_pair(as_float("agreement", agreement, 0.0, 1.0))
