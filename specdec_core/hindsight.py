@@ -10,7 +10,10 @@ No K policy, which must decide before it sees the verify, can do better under th
 
 ``priced_ms(trace, costs)`` prices the decisions a run made (how many drafts each iteration verified) with
 the same costs: two policies compared this way differ by what they decided, not by the machine's timing
-noise between their runs. ``hindsight_split`` gives a greedy prompt-lookup run's best schedule as a time split
+noise between their runs. ``replay_policy`` goes one step further and needs no run at all: it re-enacts a K
+policy on a known greedy output (the policy told prompt lookup's outlook, choosing K, observing the iteration
+the output implies, its verify timed by the cost model), so a policy change can be tried on many recorded
+answers in seconds (``bench_replay``). ``hindsight_split`` gives a greedy prompt-lookup run's best schedule as a time split
 for the "where the time went" figure.
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 from .config import MAX_K
 from .drafters import DraftPolicy, NGramDrafter
 from .theory import Costs, TimeSplit
-from .trace import Trace
+from .trace import DraftRecord, IterationRecord, Trace
 
 MAX_REPLAY_TOKENS = 2048   # longer runs are not replayed for the time figure (~0.5 ms a token on this 2-core CPU)
 Outcomes = list[list[tuple[int, int]]]   # [i][k]: (drafts proposed, drafts the output confirms) after i tokens
@@ -123,3 +126,38 @@ def hindsight_split(trace: Trace, costs: Costs) -> TimeSplit | None:
 def priced_ms(trace: Trace, costs: Costs) -> float:
     """The run's decisions (each iteration's K and the drafts it verified) priced by ``costs``."""
     return sum(iteration_cost(costs, it.k, len(it.drafts)) for it in trace.iterations)
+
+
+def replay_policy(policy: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], costs: Costs,
+                  eos_token_id: int | None = None, max_new_tokens: int | None = None) -> tuple[float, list[int]]:
+    """A K policy (``kpolicy``) run on prompt lookup's greedy output ``output_ids``, without a model: each
+    iteration the policy is told the drafter's outlook and chooses K, the drafter proposes, the output says
+    how many drafts it confirms, and the policy observes the iteration with the times of ``costs`` (verify,
+    lookup, overhead). Returns the priced ms (``iteration_cost`` per iteration, the prefill not counted, as
+    ``best_schedule``) and each iteration's K. A greedy engine run with a fixed or heuristic K makes the same
+    decisions; a cost-aware run differs where its measured times lead it elsewhere. ``max_new_tokens``: the
+    run's limit, if the output ended (end-of-sequence) before it (the policy plans for the tokens left)."""
+    drafter = NGramDrafter()
+    drafter.start(list(prompt_ids))
+    draw = DraftPolicy(temperature=0.0, top_k=0, top_p=1.0, generator=None, eos_token_id=eos_token_id,
+                       raw_probs=False)
+    full = list(prompt_ids) + list(output_ids)
+    limit = len(prompt_ids) + max(len(output_ids), max_new_tokens or 0)
+    seq, total, ks = list(prompt_ids), 0.0, []
+    while len(seq) < len(full):
+        k, why = policy.choose(limit - len(seq) - 1, drafter.outlook(seq, eos_token_id=eos_token_id))
+        tokens = drafter.propose(seq, k, draw).tokens[:k] if k > 0 else []
+        accepted = 0
+        while (accepted < len(tokens) and len(seq) + accepted < len(full)
+               and tokens[accepted] == full[len(seq) + accepted]):
+            accepted += 1
+        drafts = [DraftRecord(t, "", 1.0, float(j < accepted), float(j < accepted), None, j < accepted,
+                              tested=j <= accepted) for j, t in enumerate(tokens)]
+        emitted = full[len(seq):len(seq) + accepted + 1]
+        draft_ms = [costs.draft_cost(len(tokens), k)] if k > 0 else []
+        policy.observe(IterationRecord(len(ks), len(seq), k, drafts, None, None, emitted, draft_ms,
+                                       costs.t_verify(len(tokens) + 1), costs.overhead_ms, k_reason=why))
+        total += iteration_cost(costs, k, len(tokens))
+        ks.append(k)
+        seq += emitted
+    return total, ks

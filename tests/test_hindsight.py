@@ -11,7 +11,9 @@ from conftest import make_tiny_lm
 from specdec_core.config import SpecConfig
 from specdec_core.drafters import ModelDrafter, NGramDrafter
 from specdec_core.engine import speculative_generate
-from specdec_core.hindsight import MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost, outcomes, priced_ms
+from specdec_core.hindsight import (MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost, outcomes, priced_ms,
+                                   replay_policy)
+from specdec_core.kpolicy import CostAwareK, FixedK, HeuristicK
 from specdec_core.theory import Costs, costs_from_traces
 
 RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False,
@@ -97,3 +99,29 @@ def test_no_real_run_is_priced_below_the_hindsight_bound():
     assert hindsight_split(sampled, costs) is None                      # sampled: the output depends on K
     runs["fixed"].new_token_ids = [1] * (MAX_REPLAY_TOKENS + 1)
     assert hindsight_split(runs["fixed"], costs) is None                 # too long to replay for a figure
+
+
+def test_replay_makes_the_engines_decisions_without_a_model():
+    """A fixed or heuristic K replayed on a greedy run's output decides and is priced as the run was; the
+    cost-aware policy replayed is never priced below the best schedule in hindsight."""
+    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
+    prompt = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
+    costs = Costs(verify_ms=(10.0, 10.5, 11.0, 14.0, 18.0, 22.0), draft_ms=0.05, draft_per_token=False,
+                  overhead_ms=0.5)
+    runs = {p: speculative_generate(target, NGramDrafter(), prompt,
+                                    SpecConfig(k=5, max_new_tokens=24, k_policy=p, full_trace=False))
+            for p in ("fixed", "heuristic")}
+    out = runs["fixed"].new_token_ids
+    for name, policy in (("fixed", FixedK(5)), ("heuristic", HeuristicK(5))):
+        ms, ks = replay_policy(policy, prompt, out, costs)
+        assert ks == [it.k for it in runs[name].iterations]
+        assert ms == pytest.approx(priced_ms(runs[name], costs))
+    best, _ = best_schedule(outcomes(NGramDrafter(), prompt, out, k_max=5), costs)
+    ms, ks = replay_policy(CostAwareK(5, costs.verify_ms, None, False), prompt, out, costs)
+    assert ms >= best - 1e-9 and len(ks) <= len(out)
+    copy = [5, 6, 7, 8, 9, 10, 11, 12]             # an output that copies the prompt: the cost policy drafts deep
+    ms, ks = replay_policy(CostAwareK(5, costs.verify_ms, None, False), copy + [1], copy, costs)
+    assert max(ks) >= 3 and ms < replay_policy(FixedK(1), copy + [1], copy, costs)[0]
+    # an output that ended (end-of-sequence) before the run's limit: the policy still plans for the limit
+    ms_eos, ks_eos = replay_policy(FixedK(5), prompt, out[:6], costs, max_new_tokens=24)
+    assert sum(ks_eos) > 0 and ms_eos > 0
