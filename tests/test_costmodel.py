@@ -413,15 +413,16 @@ def test_an_outlook_without_the_eos_keyword_still_works():
 
 
 def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_its_end():
-    """Deeper drafts of a copy that began with the answer are priced at least COPY_PRIOR, so a fresh
-    two-token match is drafted deeper than the same match in free text; a source that reaches the
+    """Drafts of a copy that began with the answer, the first included, are priced at least COPY_PRIOR, so a
+    fresh two-token match is drafted deeper than the same match in free text; a source that reaches the
     end-of-sequence token bounds K and the finish plan (a copy that holds ends the run there)."""
     quiet = [20.4, 21.3, 23.2, 23.2, 31.2, 35.7, 41.5, 40.5, 47.0]      # this CPU on a quiet day
     fresh = dict(match_len=2, available=200, ties=1, agreeing=1)
     free, copying = DraftOutlook(**fresh, copying=False), DraftOutlook(**fresh, copying=True)
     pol = CostAwareK(8, quiet, 0.05, draft_per_token=False)
     assert pol.profile(copying).a(2) == pytest.approx(COPY_PRIOR) and pol.profile(free).a(2) < COPY_PRIOR
-    assert pol.profile(copying).a(1) == pol.profile(free).a(1)         # the first draft: its match alone
+    assert pol.profile(copying).a(1) == pytest.approx(COPY_PRIOR)
+    assert pol.profile(free).a(1) == pytest.approx(0.75)              # Laplace's rule for a two-token match
     assert pol.choose(100, free)[0] == 3
     k, why = pol.choose(100, copying)
     assert k == 7 and "match of 2 tokens (unique; all generated so far copies its source)" in why
