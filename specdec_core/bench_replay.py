@@ -65,12 +65,13 @@ def record(prompts: Sequence[tuple[str, str, str]], max_new_tokens: int, model: 
 def compare(answers: Sequence[Answer], costs: Costs, k_max: int, eos_token_id: int | None,
             make_cost: Callable[[], Any]) -> list[dict]:
     """Per answer: priced ms of the cost-aware policy (``make_cost()``, a fresh one per answer), the heuristic,
-    every fixed K = 1..k_max and the best schedule in hindsight."""
+    every fixed K = 1..k_max and the best schedule in hindsight. An empty answer (the end-of-sequence token
+    first) has nothing to replay and is left out."""
     from .drafters import NGramDrafter
     from .hindsight import best_schedule, outcomes, replay_policy
     from .kpolicy import FixedK, HeuristicK
     rows = []
-    for a in answers:
+    for a in (a for a in answers if a.output_ids):
         def priced(policy: Any) -> float:
             return replay_policy(policy, a.prompt_ids, a.output_ids, costs, eos_token_id, a.max_new_tokens)[0]
         fixed = {k: priced(FixedK(k)) for k in range(1, k_max + 1)}

@@ -13,8 +13,8 @@ the same costs: two policies compared this way differ by what they decided, not 
 noise between their runs. ``replay_policy`` goes one step further and needs no run at all: it re-enacts a K
 policy on a known greedy output (the policy told prompt lookup's outlook, choosing K, observing the iteration
 the output implies, its verify timed by the cost model), so a policy change can be tried on many recorded
-answers in seconds (``bench_replay``). ``hindsight_split`` gives a greedy prompt-lookup run's best schedule as a time split
-for the "where the time went" figure.
+answers in seconds (``bench_replay``). ``hindsight_split`` gives a greedy prompt-lookup run's best schedule as
+a time split for the "where the time went" figure.
 """
 from __future__ import annotations
 

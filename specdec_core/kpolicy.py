@@ -22,9 +22,9 @@
     what such drafts gave so far at any match length (``deeper_prior``): a copy that held for a few
     tokens is drafted at the cap before a longer match was ever tested. Every draft, the first included, is
     priced at least at ``COPY_PRIOR`` while the match reaches back past the answer's first token (all
-    generated so far copies the source: a copy or quote task, drafted deep from its second iteration on). K never drafts past the source's
-    end-of-sequence token; while the answer copies its source, a copy that holds ends the run there, and
-    the finish plan below counts the tokens up to it. A draft model
+    generated so far copies the source: a copy or quote task, drafted deep from its second iteration on).
+    K never drafts past the source's end-of-sequence token; while the answer copies its source, a copy that
+    holds ends the run there, and the finish plan below counts the tokens up to it. A draft model
     tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat
     out) cost a catch-up forward, learnt per token and added to the price of drafting now.
   - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps

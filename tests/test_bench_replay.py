@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from specdec_core.bench_replay import GROUPS, format_table, main, record_all, replay_report, summarize
+from specdec_core.bench_replay import GROUPS, Answer, format_table, main, record_all, replay_report, summarize
 
 
 def _row(name, group, cost, heuristic, fixed, hindsight):
@@ -29,8 +29,9 @@ def test_summary_ratios_from_hand_made_rows():
     assert table.count("\n") == 3 and "| copy own answer | 1 | 3.000 | 1.250 | 1.500 | 3.000 | 1.500 |" in table
 
 
-@pytest.mark.parametrize("argv, what", [(["--heldout", "-1"], "--heldout"), (["--copies", "5", "--heldout", "2"], "--copies"),
-                                        (["--max-new-tokens", "1"], "--max-new-tokens"), (["--k-max", "0"], "--k-max")])
+@pytest.mark.parametrize("argv, what", [
+    (["--heldout", "-1"], "--heldout"), (["--copies", "5", "--heldout", "2"], "--copies"),
+    (["--max-new-tokens", "1"], "--max-new-tokens"), (["--k-max", "0"], "--k-max")])
 def test_cli_refuses_bad_settings_before_loading_anything(argv, what, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -48,8 +49,10 @@ def test_short_report_on_the_bundled_model(bundled):
         assert r["hindsight"] <= min(r["cost"], r["heuristic"], *r["fixed"].values()) + 1e-6   # no policy beats it
     copy = next(r for r in rows if r["name"] == "copy-passage")
     assert copy["fixed"][1] / copy["cost"] > 1.5              # a copy: deep drafts land, the policy drafts deep
-    flat, _ = replay_report(model, tok, answers[:1], k_max=4, verify_ms=[10.0, 10.0])
+    empty = Answer("empty", "bench open-ended", answers[0].prompt_ids, [], 24)
+    flat, rows = replay_report(model, tok, [answers[0], empty], k_max=4, verify_ms=[10.0, 10.0])
     assert flat.verify_ms == (10.0, 10.0)                     # a given curve replaces the calibrated one
+    assert [r["name"] for r in rows] == [answers[0].name]     # nothing to replay in an empty answer
 
 
 def test_cli_reads_recorded_answers_and_refuses_bad_ones(tmp_path, capsys):
