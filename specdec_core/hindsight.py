@@ -36,6 +36,20 @@ def iteration_cost(costs: Costs, k: int, proposed: int) -> float:
     return costs.overhead_ms + costs.draft_cost(proposed, k) + costs.t_verify(proposed + 1)
 
 
+def _greedy_draw(eos_token_id: int | None) -> DraftPolicy:
+    """How prompt lookup is asked for drafts here: greedy, no probabilities kept."""
+    return DraftPolicy(temperature=0.0, top_k=0, top_p=1.0, generator=None, eos_token_id=eos_token_id,
+                       raw_probs=False)
+
+
+def _confirmed(tokens: Sequence[int], seq: Sequence[int], at: int) -> int:
+    """How many of ``tokens``, left to right, ``seq`` has from position ``at`` on."""
+    n = 0
+    while n < len(tokens) and at + n < len(seq) and tokens[n] == seq[at + n]:
+        n += 1
+    return n
+
+
 def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
              eos_token_id: int | None = None) -> Outcomes:
     """For every i < len(output) and K = 0..min(k_max, tokens left - 1): what the drafter proposes after
@@ -45,8 +59,7 @@ def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int],
     if getattr(drafter, "model", None) is not None or getattr(drafter, "reads_features", False):
         raise ValueError(f"hindsight needs a drafter whose proposals follow from the sequence alone "
                          f"(prompt lookup), not '{getattr(drafter, 'name', drafter)}'")
-    policy = DraftPolicy(temperature=0.0, top_k=0, top_p=1.0, generator=None, eos_token_id=eos_token_id,
-                         raw_probs=False)
+    policy = _greedy_draw(eos_token_id)
     out, seq = list(output_ids), list(prompt_ids) + list(output_ids)
     drafter.start(list(prompt_ids))
     rows: Outcomes = []
@@ -55,10 +68,7 @@ def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int],
         row = []
         for k in range(min(k_max, len(out) - i - 1) + 1):
             tokens = drafter.propose(ids, k, policy).tokens[:k]
-            accepted = 0
-            while accepted < len(tokens) and tokens[accepted] == out[i + accepted]:
-                accepted += 1
-            row.append((len(tokens), accepted))
+            row.append((len(tokens), _confirmed(tokens, out, i)))
         rows.append(row)
     return rows
 
@@ -139,18 +149,14 @@ def replay_policy(policy: Any, prompt_ids: Sequence[int], output_ids: Sequence[i
     run's limit, if the output ended (end-of-sequence) before it (the policy plans for the tokens left)."""
     drafter = NGramDrafter()
     drafter.start(list(prompt_ids))
-    draw = DraftPolicy(temperature=0.0, top_k=0, top_p=1.0, generator=None, eos_token_id=eos_token_id,
-                       raw_probs=False)
+    draw = _greedy_draw(eos_token_id)
     full = list(prompt_ids) + list(output_ids)
     limit = len(prompt_ids) + max(len(output_ids), max_new_tokens or 0)
     seq, total, ks = list(prompt_ids), 0.0, []
     while len(seq) < len(full):
         k, why = policy.choose(limit - len(seq) - 1, drafter.outlook(seq, eos_token_id=eos_token_id))
         tokens = drafter.propose(seq, k, draw).tokens[:k] if k > 0 else []
-        accepted = 0
-        while (accepted < len(tokens) and len(seq) + accepted < len(full)
-               and tokens[accepted] == full[len(seq) + accepted]):
-            accepted += 1
+        accepted = _confirmed(tokens, full, len(seq))
         drafts = [DraftRecord(t, "", 1.0, float(j < accepted), float(j < accepted), None, j < accepted,
                               tested=j <= accepted) for j, t in enumerate(tokens)]
         emitted = full[len(seq):len(seq) + accepted + 1]

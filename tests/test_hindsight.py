@@ -75,15 +75,22 @@ def test_prompt_lookup_outcomes_read_off_the_sequence():
         outcomes(ModelDrafter(make_tiny_lm(vocab_size=16, seed=0)), prompt, output, k_max=2)
 
 
+PROMPT = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
+COSTS = Costs(verify_ms=(10.0, 10.5, 11.0, 14.0, 18.0, 22.0), draft_ms=0.05, draft_per_token=False, overhead_ms=0.5)
+
+
+def _tiny_runs(policies):
+    """Greedy prompt-lookup runs of a tiny target on PROMPT, K = 5, one per K policy, and the target."""
+    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
+    return target, {p: speculative_generate(target, NGramDrafter(), PROMPT,
+                                            SpecConfig(k=5, max_new_tokens=24, k_policy=p, full_trace=False))
+                    for p in policies}
+
+
 def test_no_real_run_is_priced_below_the_hindsight_bound():
     torch.manual_seed(0)
-    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
-    prompt = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
-    costs = Costs(verify_ms=(10.0, 10.5, 11.0, 14.0, 18.0, 22.0), draft_ms=0.05, draft_per_token=False,
-                  overhead_ms=0.5)
-    runs = {p: speculative_generate(target, NGramDrafter(), prompt,
-                                    SpecConfig(k=5, max_new_tokens=24, k_policy=p, full_trace=False))
-            for p in ("fixed", "heuristic", "cost")}
+    prompt, costs = PROMPT, COSTS
+    target, runs = _tiny_runs(("fixed", "heuristic", "cost"))
     out = runs["fixed"].new_token_ids
     assert all(r.new_token_ids == out for r in runs.values())
     best, ks = best_schedule(outcomes(NGramDrafter(), prompt, out, k_max=5), costs)
@@ -104,13 +111,8 @@ def test_no_real_run_is_priced_below_the_hindsight_bound():
 def test_replay_makes_the_engines_decisions_without_a_model():
     """A fixed or heuristic K replayed on a greedy run's output decides and is priced as the run was; the
     cost-aware policy replayed is never priced below the best schedule in hindsight."""
-    target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
-    prompt = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
-    costs = Costs(verify_ms=(10.0, 10.5, 11.0, 14.0, 18.0, 22.0), draft_ms=0.05, draft_per_token=False,
-                  overhead_ms=0.5)
-    runs = {p: speculative_generate(target, NGramDrafter(), prompt,
-                                    SpecConfig(k=5, max_new_tokens=24, k_policy=p, full_trace=False))
-            for p in ("fixed", "heuristic")}
+    prompt, costs = PROMPT, COSTS
+    _, runs = _tiny_runs(("fixed", "heuristic"))
     out = runs["fixed"].new_token_ids
     for name, policy in (("fixed", FixedK(5)), ("heuristic", HeuristicK(5))):
         ms, ks = replay_policy(policy, prompt, out, costs)
