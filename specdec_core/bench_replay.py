@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .bench_measure import geomean
 from .theory import Costs
 
 GROUPS = ("bench extractive", "bench open-ended", "held-out open-ended", "copy own answer")
@@ -89,7 +89,7 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
         rs = [r for r in rows if r["group"] == group]
 
         def gm(f: Callable[[dict], float]) -> float:
-            return math.exp(sum(math.log(f(r)) for r in rs) / len(rs))
+            return geomean([f(r) for r in rs])
         out.append({"group": group, "prompts": len(rs),
                     "cost_vs_k1": gm(lambda r: r["fixed"][1] / r["cost"]),
                     "cost_vs_best_fixed_worst": min(min(r["fixed"].values()) / r["cost"] for r in rs),
