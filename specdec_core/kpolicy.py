@@ -14,11 +14,11 @@
   - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
     lookup tells how long its match is, how many earlier occurrences match as far back, and how many of
     those continue with the token it will draft: a draft continuing a match of m tokens is priced by
-    what such matches gave so far (``match_key``), starting from Laplace's rule of succession,
-    (m + 1) / (m + 2), shared among the tied occurrences and, for the first draft, times the share of
-    them that continue its way (``match_prior``, ``agreement``); so a copy that has held for 20 tokens is
-    drafted at the cap at once, a unique rare word is trusted, and a match on "\n" or "the" with a dozen
-    earlier occurrences followed by different words is not. Drafts after the first are priced at least at
+    what such matches gave so far (``match_key``), starting from the rule of succession, m / (m + 2), shared
+    among the tied occurrences and, for the first draft, times the share of them that continue its way
+    (``match_prior``, ``agreement``); so a copy that has held for 20 tokens is drafted at the cap at once, a
+    unique one-token match (1/3) is drafted where one more token fed costs little, and a match on "\n" or
+    "the" with a dozen earlier occurrences followed by different words is not. Drafts after the first are priced at least at
     what such drafts gave so far at any match length (``deeper_prior``): a copy that held for a few
     tokens is drafted at the cap before a longer match was ever tested. Every draft, the first included, is
     priced at least at ``COPY_PRIOR`` while the match reaches back past the answer's first token (all
@@ -210,9 +210,9 @@ class CostAwareK:
 
     def deeper_prior(self, m: int) -> float:
         """The price of a draft continuing a unique match of m tokens before such matches were tested:
-        Laplace's (``match_prior``), raised to what drafts after the first gave so far at any match length
+        ``match_prior``, raised to what drafts after the first gave so far at any match length
         (a copy that held at 2-7 tokens is trusted at 10 before a 10-token match was tested; in free text,
-        where they fail, Laplace's stands). Replayed on 25 recorded greedy answers (docs/cost-model.md), it
+        where they fail, ``match_prior`` stands). Replayed on 25 recorded greedy answers (docs/cost-model.md), it
         raised prompt lookup's cost ÷ heuristic on the copy prompts and left the open-ended answers as they
         were."""
         prior = match_prior(m)
@@ -349,13 +349,15 @@ def agreement(ties: int, agreeing: int | None) -> tuple[int, float]:
 
 
 def match_prior(m: int, ties: int = 1) -> float:
-    """Acceptance assumed for a draft continuing a match of m tokens before any such was tested: Laplace's
-    rule of succession, (m + 1) / (m + 2) (a source that agreed m times agrees once more), shared among the
-    occurrences that match as far back (one in ``ties`` is the right one), for the shortest m and fewest
+    """Acceptance assumed for a draft continuing a match of m tokens before any such was tested: the rule of
+    succession with the match's first token counted as where the lookup started, not as evidence, m / (m + 2)
+    (1/3 for one token, 1/2 for two, 0.8 for eight; Laplace's (m + 1) / (m + 2) priced the bundled model's
+    one- and two-token matches in free text at 0.67 and 0.75 where they gave 0.18 and 0.40), shared among
+    the occurrences that match as far back (one in ``ties`` is the right one), for the shortest m and fewest
     ties of its ``match_key``."""
     length, tie, _ = match_key(m, ties)
     low = 1 << (length - 1)
-    return (low + 1) / (low + 2) / (1 << (tie - 1))
+    return low / (low + 2) / (1 << (tie - 1))
 
 
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:

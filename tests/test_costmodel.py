@@ -330,8 +330,8 @@ def test_tokens_distribution_and_the_finish_plan():
 def test_prompt_lookup_is_priced_by_its_match_length():
     """Told the match length, the policy drafts a long-held copy at the cap at once, and learns that
     one-token matches in free text fail."""
-    assert match_prior(1) == pytest.approx(2 / 3) and match_prior(20) == pytest.approx(17 / 18)
-    assert match_prior(1, 12) == pytest.approx(2 / 3 / 8)                   # "\n" with a dozen earlier occurrences
+    assert match_prior(1) == pytest.approx(1 / 3) and match_prior(20) == pytest.approx(16 / 18)
+    assert match_prior(1, 12) == pytest.approx(1 / 3 / 8)                   # "\n" with a dozen earlier occurrences
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
     k, why = pol.choose(100, DraftOutlook(match_len=20, available=200, ties=1))
     assert k == 8 and "match of 20 tokens (unique)" in why
@@ -353,12 +353,12 @@ def test_prompt_lookup_trusts_a_copy_that_held_at_shorter_lengths():
     below Laplace's prior."""
     slow = [42.9, 45.8, 53.1, 51.8, 67.9, 82.4, 102.6, 96.5, 104.4]
     pol, ks, m = CostAwareK(8, slow, 0.05, draft_per_token=False), [], 2
-    for _ in range(4):
+    for _ in range(5):
         k, _ = pol.choose(100, DraftOutlook(match_len=m, available=200, ties=1, agreeing=1))
         ks.append(k)
         _observe(pol, k, k, slow[k])
         m += k + 1
-    assert ks[0] < 8 and ks[2:] == [8, 8]          # (priced by length bucket alone: K = 3 four times)
+    assert ks[0] < 8 and ks[3:] == [8, 8]          # (priced by length bucket alone: K = 3 five times)
     free = CostAwareK(8, slow, 0.05, draft_per_token=False)
     for _ in range(10):
         free.choose(100, DraftOutlook(match_len=2, available=200, ties=1, agreeing=1))
@@ -422,7 +422,7 @@ def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_it
     pol = CostAwareK(8, quiet, 0.05, draft_per_token=False)
     assert pol.profile(copying).a(2) == pytest.approx(COPY_PRIOR) and pol.profile(free).a(2) < COPY_PRIOR
     assert pol.profile(copying).a(1) == pytest.approx(COPY_PRIOR)
-    assert pol.profile(free).a(1) == pytest.approx(0.75)              # Laplace's rule for a two-token match
+    assert pol.profile(free).a(1) == pytest.approx(0.5)               # the rule of succession, m / (m + 2)
     assert pol.choose(100, free)[0] == 3
     k, why = pol.choose(100, copying)
     assert k == 7 and "match of 2 tokens (unique; all generated so far copies its source)" in why
