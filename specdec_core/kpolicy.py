@@ -55,11 +55,13 @@ from .trace import IterationRecord
 PRIOR_ALPHA = 0.5      # acceptance of the first draft assumed before any was tested
 PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
 DEEPER_WEIGHT = 4.0    # the same for the pooled record of prompt lookup's deeper drafts (CostAwareK.deeper_prior)
-COPY_PRIOR = 0.95      # the least price of prompt lookup's drafts while all generated so far copies the match's
+COPY_PRIOR = 0.98      # the least price of prompt lookup's drafts while all generated so far copies the match's
                        # source (DraftOutlook.copying): in 25 recorded greedy answers of the bundled model drafts
                        # after the first continued 1,316 of 1,333 times (0.99) in that state, others 229 of 365
                        # (0.63); in 100 more (bench_replay, 2026-11-28), first drafts were right 1,617 of 1,639
-                       # times (0.99) in that state: 1,617 of 1,637 in copy tasks, 0 of 2 in open-ended answers
+                       # times (0.99) in that state: 1,617 of 1,637 in copy tasks, 0 of 2 in open-ended answers.
+                       # Set a little below those rates (0.95 until 2026-11-29, when a 64-token copy then took
+                       # K = 7 where every draft at K = 8 lands: one iteration more; docs/cost-model.md)
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
 SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio (the level)
 SHAPE_WEIGHT = 5.0     # how many observations the calibration's shape is worth at each number of tokens fed
