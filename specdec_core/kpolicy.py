@@ -18,11 +18,11 @@
     among the tied occurrences and, for the first draft, times the share of them that continue its way
     (``match_prior``, ``agreement``); so a copy that has held for 20 tokens is drafted at the cap at once, a
     unique one-token match (1/3) is drafted where one more token fed costs little, and a match on "\n" or
-    "the" with a dozen earlier occurrences followed by different words is not. Drafts after the first are priced at least at
-    what such drafts gave so far at any match length (``deeper_prior``): a copy that held for a few
-    tokens is drafted at the cap before a longer match was ever tested. Every draft, the first included, is
-    priced at least at ``COPY_PRIOR`` while the match reaches back past the answer's first token (all
-    generated so far copies the source: a copy or quote task, drafted deep from its second iteration on).
+    "the" with a dozen earlier occurrences followed by different words is not. Drafts after the first are
+    priced at least at what such drafts gave so far at any match length (``deeper_prior``): a copy that held
+    for a few tokens is drafted at the cap before a longer match was ever tested. Every draft, the first
+    included, is priced at least at ``COPY_PRIOR`` while the match reaches back past the answer's first token
+    (all generated so far copies the source: a copy or quote task, drafted deep from its second iteration on).
     K never drafts past the source's end-of-sequence token; while the answer copies its source, a copy that
     holds ends the run there, and the finish plan below counts the tokens up to it. A draft model
     tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat

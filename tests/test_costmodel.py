@@ -350,7 +350,7 @@ def test_prompt_lookup_is_priced_by_its_match_length():
 def test_prompt_lookup_trusts_a_copy_that_held_at_shorter_lengths():
     """On a slow day's curve (9 tokens fed cost twice 4), a copy whose deeper drafts held at 2-9 tokens is
     drafted at the cap at its next, longer match; deeper drafts that failed never price a long match
-    below Laplace's prior."""
+    below ``match_prior``."""
     slow = [42.9, 45.8, 53.1, 51.8, 67.9, 82.4, 102.6, 96.5, 104.4]
     pol, ks, m = CostAwareK(8, slow, 0.05, draft_per_token=False), [], 2
     for _ in range(5):
