@@ -2,9 +2,28 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import tempfile
 
 import pytest
 import torch
+
+_SESSION_CACHE: list[str] = []
+
+
+def pytest_configure(config):
+    """The bundled model's converted copy (``specdec_core.bundled_cache``) goes to a folder of this test
+    session, unless SPECDEC_CACHE_DIR names one: the session's first load reads the GGUF file, and every
+    app, CLI and benchmark the tests start as a subprocess reads the converted copy."""
+    if not os.environ.get("SPECDEC_CACHE_DIR"):
+        _SESSION_CACHE.append(tempfile.mkdtemp(prefix="specdec-test-cache-"))
+        os.environ["SPECDEC_CACHE_DIR"] = _SESSION_CACHE[0]
+
+
+def pytest_unconfigure(config):
+    for folder in _SESSION_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def make_tiny_lm(vocab_size: int = 8, seed: int = 0, scale: float = 4.0, layers: int = 1, hidden: int = 16):
