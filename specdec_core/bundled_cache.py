@@ -6,8 +6,9 @@ in under a second. So the first load writes what it read, the dequantized weight
 about 540 MB), the config and the tokenizer, into a folder named by the GGUF file's SHA-256 and the
 transformers version that converted it; later loads, in this process or any other (the app, the CLI, a
 test's subprocess), read that folder instead. A folder that fails to load is converted again; a cache that
-cannot be written (a read-only home, a full disk) only costs the slow path. Older folders are removed when a
-new one is written, so at most one stays.
+cannot be written (a read-only home, a full disk) only costs the slow path; of two processes converting at
+once, the first to finish writes the folder. Older folders are removed when a new one is written, so at
+most one stays.
 
 Where: ``$SPECDEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/speculative-decoding-explorer``, else
 ``~/.cache/speculative-decoding-explorer``. The folder holds safetensors weights only: nothing in it is
@@ -58,8 +59,8 @@ def load_converted(gguf_path: str, convert: Callable[[], Loaded]) -> Loaded:
     model, tok = convert()
     try:
         _write(folder, model, tok)
-    except OSError:
-        pass  # unwritable cache: every load stays on the slow path, nothing else changes
+    except Exception:  # noqa: BLE001 - best effort: a read-only or full disk, or another process first
+        pass
     return model, tok
 
 
@@ -91,12 +92,10 @@ def _write(folder: str, model: torch.nn.Module, tok: Any) -> None:
         model.generation_config.save_pretrained(tmp)
         save_model(model, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})  # tied head kept once
         tok.save_pretrained(tmp)
-        os.rename(tmp, folder)
-    except OSError:
+        os.rename(tmp, folder)  # fails if another process renamed its copy into place first
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not os.path.isdir(folder):
-            raise
-        return  # another process wrote the same entry first
+        raise
     for name in os.listdir(root):  # older conversions (another GGUF file or transformers version)
         if name.startswith(PREFIX) and name != os.path.basename(folder):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)

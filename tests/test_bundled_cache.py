@@ -88,8 +88,12 @@ def test_a_new_entry_replaces_older_ones_and_leaves_no_partial_folder(small):
     root = bundled_cache.cache_root()
     os.makedirs(os.path.join(root, bundled_cache.PREFIX + "0123456789abcdef-transformers-0.0"))
     os.makedirs(os.path.join(root, "someone-elses-folder"))
-    bundled_cache.load_converted(gguf, convert)
+    model, tok = bundled_cache.load_converted(gguf, convert)
+    entry = os.path.join(root, bundled_cache.entry_name(gguf))
+    with pytest.raises(OSError):  # a second writer of the same entry (another process converting at once)
+        bundled_cache._write(entry, model, tok)
     assert sorted(os.listdir(root)) == sorted([bundled_cache.entry_name(gguf), "someone-elses-folder"])
+    assert bundled_cache.load_converted(gguf, convert) and len(calls) == 1
 
 
 def test_an_unwritable_cache_still_loads(small, tmp_path, monkeypatch):
