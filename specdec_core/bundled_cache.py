@@ -7,8 +7,8 @@ about 540 MB), the config and the tokenizer, into a folder named by the GGUF fil
 transformers version that converted it; later loads, in this process or any other (the app, the CLI, a
 test's subprocess), read that folder instead. A folder that fails to load is converted again; a cache that
 cannot be written (a read-only home, a full disk) only costs the slow path; of two processes converting at
-once, the first to finish writes the folder. Older folders are removed when a new one is written, so at
-most one stays.
+once, the first to finish writes the folder. Older folders, and any a killed writer left, are removed when
+a new one is written, so at most one stays.
 
 Where: ``$SPECDEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/speculative-decoding-explorer``, else
 ``~/.cache/speculative-decoding-explorer``. The folder holds safetensors weights only: nothing in it is
@@ -20,12 +20,14 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 PREFIX = "smollm2-135m-instruct-"
+WRITING = ".writing-"
 Loaded = tuple[torch.nn.Module, Any]
 
 
@@ -84,7 +86,7 @@ def _write(folder: str, model: torch.nn.Module, tok: Any) -> None:
     from safetensors.torch import save_model
     root = os.path.dirname(folder)
     os.makedirs(root, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".writing-", dir=root)
+    tmp = tempfile.mkdtemp(prefix=WRITING, dir=root)
     try:
         config = type(model.config).from_dict(
             {k: v for k, v in model.config.to_dict().items() if k != "quantization_config"})
@@ -96,6 +98,8 @@ def _write(folder: str, model: torch.nn.Module, tok: Any) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for name in os.listdir(root):  # older conversions (another GGUF file or transformers version)
-        if name.startswith(PREFIX) and name != os.path.basename(folder):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    for name in os.listdir(root):  # older conversions, and what a killed writer left (an hour old: not live)
+        path = os.path.join(root, name)
+        if (name.startswith(PREFIX) and name != os.path.basename(folder)
+                or name.startswith(WRITING) and time.time() - os.path.getmtime(path) > 3600):
+            shutil.rmtree(path, ignore_errors=True)

@@ -3,6 +3,7 @@ that survives damage, concurrency leftovers and an unwritable location."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import torch
@@ -83,16 +84,19 @@ def test_a_damaged_entry_is_converted_again(small):
     assert len(calls) == 2
 
 
-def test_a_new_entry_replaces_older_ones_and_leaves_no_partial_folder(small):
+def test_a_new_entry_replaces_older_ones_and_what_a_killed_writer_left(small):
     gguf, convert, calls = small
     root = bundled_cache.cache_root()
     os.makedirs(os.path.join(root, bundled_cache.PREFIX + "0123456789abcdef-transformers-0.0"))
     os.makedirs(os.path.join(root, "someone-elses-folder"))
+    for name, age in ((".writing-killed", 7200), (".writing-live", 60)):  # a killed writer's leftover, a live one
+        os.makedirs(os.path.join(root, name))
+        os.utime(os.path.join(root, name), (time.time() - age, time.time() - age))
     model, tok = bundled_cache.load_converted(gguf, convert)
     entry = os.path.join(root, bundled_cache.entry_name(gguf))
     with pytest.raises(OSError):  # a second writer of the same entry (another process converting at once)
         bundled_cache._write(entry, model, tok)
-    assert sorted(os.listdir(root)) == sorted([bundled_cache.entry_name(gguf), "someone-elses-folder"])
+    assert sorted(os.listdir(root)) == sorted([bundled_cache.entry_name(gguf), "someone-elses-folder", ".writing-live"])
     assert bundled_cache.load_converted(gguf, convert) and len(calls) == 1
 
 
