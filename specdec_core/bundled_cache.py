@@ -68,14 +68,9 @@ def load_converted(gguf_path: str, convert: Callable[[], Loaded]) -> Loaded:
 
 def _read(folder: str, name_or_path: str) -> Loaded:
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()
-    try:
-        tok = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, use_safetensors=True,
-                                                     trust_remote_code=False)
-    finally:
-        hf_logging.enable_progress_bar()
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, use_safetensors=True,
+                                                 trust_remote_code=False)
     model.config._name_or_path = name_or_path  # the same identity as a GGUF load (calibration keys on it)
     return model.eval(), tok
 

