@@ -75,7 +75,8 @@ def compare(answers: Sequence[Answer], costs: Costs, k_max: int, eos_token_id: i
         def priced(policy: Any) -> float:
             return replay_policy(policy, a.prompt_ids, a.output_ids, costs, eos_token_id, a.max_new_tokens)[0]
         fixed = {k: priced(FixedK(k)) for k in range(1, k_max + 1)}
-        best, _ = best_schedule(outcomes(NGramDrafter(), a.prompt_ids, a.output_ids, k_max, eos_token_id), costs)
+        best, _ = best_schedule(outcomes(NGramDrafter(), a.prompt_ids, a.output_ids, k_max, eos_token_id,
+                                          a.max_new_tokens), costs)
         rows.append({"name": a.name, "group": a.group, "tokens": len(a.output_ids), "cost": priced(make_cost()),
                      "heuristic": priced(HeuristicK(k_max)), "fixed": fixed, "hindsight": best})
     return rows

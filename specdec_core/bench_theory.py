@@ -257,7 +257,7 @@ def _hindsight_ms(drafter: Any, ids: list[int], traces: dict[str, list[Trace]], 
     """The best schedule's time in hindsight for this prompt's greedy output (``hindsight``); None for a
     drafter whose proposals do not follow from the sequence alone (a draft model)."""
     best = replay_best(drafter, ids, traces["cost"][0].baseline.new_token_ids, max(ts.ks), costs,
-                       getattr(tok, "eos_token_id", None))
+                       getattr(tok, "eos_token_id", None), ts.max_new_tokens)
     return None if best is None else best[0]
 
 

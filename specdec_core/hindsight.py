@@ -51,22 +51,27 @@ def _confirmed(tokens: Sequence[int], seq: Sequence[int], at: int) -> int:
 
 
 def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
-             eos_token_id: int | None = None) -> Outcomes:
-    """For every i < len(output) and K = 0..min(k_max, tokens left - 1): what the drafter proposes after
+             eos_token_id: int | None = None, max_new_tokens: int | None = None) -> Outcomes:
+    """For every i < len(output) and K = 0..min(k_max, L - i - 1): what the drafter proposes after
     prompt + output[:i] when asked for K, as (proposed, accepted), accepted = how many of them the output
-    confirms, left to right. Only for a drafter without state beyond the sequence (prompt lookup): a draft
-    model's proposals depend on its cache and, sampled, on its generator."""
+    confirms, left to right. L is the run's limit, ``max_new_tokens``, for an output that ended with the
+    end-of-sequence token before it (the engine lets K reach past the tokens left there: a draft of the
+    end-of-sequence token that lands ends the run without a token of the target's), else the output's
+    length. Only for a drafter without state beyond the sequence (prompt lookup): a draft model's
+    proposals depend on its cache and, sampled, on its generator."""
     if getattr(drafter, "model", None) is not None or getattr(drafter, "reads_features", False):
         raise ValueError(f"hindsight needs a drafter whose proposals follow from the sequence alone "
                          f"(prompt lookup), not '{getattr(drafter, 'name', drafter)}'")
     policy = _greedy_draw(eos_token_id)
     out, seq = list(output_ids), list(prompt_ids) + list(output_ids)
+    ended = eos_token_id is not None and bool(out) and out[-1] == eos_token_id
+    limit = max(len(out), max_new_tokens or 0) if ended else len(out)
     drafter.start(list(prompt_ids))
     rows: Outcomes = []
     for i in range(len(out)):
         ids = seq[:len(prompt_ids) + i]
         row = []
-        for k in range(min(k_max, len(out) - i - 1) + 1):
+        for k in range(min(k_max, limit - i - 1) + 1):
             tokens = drafter.propose(ids, k, policy).tokens[:k]
             row.append((len(tokens), _confirmed(tokens, out, i)))
         rows.append(row)
@@ -75,7 +80,8 @@ def outcomes(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int],
 
 def best_schedule(rows: Outcomes, costs: Costs) -> tuple[float, list[int]]:
     """The least total time to emit every token of ``rows``' output, and the K of each iteration on the way
-    (the smallest K among equally fast ones): T(i) = min over K of iteration_cost(K) + T(i + accepted + 1)."""
+    (the smallest K among equally fast ones): T(i) = min over K of iteration_cost(K) + T(i + accepted + 1),
+    T(n) = 0 (an iteration whose drafts confirm the output to its end emits no token of the target's)."""
     n = len(rows)
     best = [0.0] * (n + 1)
     choice = [0] * n
@@ -92,20 +98,22 @@ def best_schedule(rows: Outcomes, costs: Costs) -> tuple[float, list[int]]:
 
 
 def replay_best(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int, costs: Costs,
-                eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
+                eos_token_id: int | None = None,
+                max_new_tokens: int | None = None) -> tuple[float, list[int]] | None:
     """``best_schedule`` of the drafter's ``outcomes`` on this output: (ms, Ks); None for a drafter it cannot
     replay (a draft model) or an empty output."""
     try:
-        rows = outcomes(drafter, prompt_ids, output_ids, k_max, eos_token_id)
+        rows = outcomes(drafter, prompt_ids, output_ids, k_max, eos_token_id, max_new_tokens)
     except ValueError:
         return None
     return best_schedule(rows, costs) if rows else None
 
 
 def hindsight_tokens_per_s(drafter: Any, prompt_ids: Sequence[int], output_ids: Sequence[int], k_max: int,
-                           costs: Costs, eos_token_id: int | None = None) -> tuple[float, list[int]] | None:
+                           costs: Costs, eos_token_id: int | None = None,
+                           max_new_tokens: int | None = None) -> tuple[float, list[int]] | None:
     """``replay_best`` as a run's tokens/s (the prefill counted, as ``theory`` prices a run) and its Ks."""
-    best = replay_best(drafter, prompt_ids, output_ids, k_max, costs, eos_token_id)
+    best = replay_best(drafter, prompt_ids, output_ids, k_max, costs, eos_token_id, max_new_tokens)
     if best is None:
         return None
     total = costs.prefill_ms + best[0]
@@ -121,7 +129,7 @@ def hindsight_split(trace: Trace, costs: Costs) -> TimeSplit | None:
         return None
     k_max = min(MAX_K, max([int(cfg.get("k") or 0), *(it.k for it in trace.iterations)]))
     eos = trace.new_token_ids[-1] if trace.finish_reason == "eos" else None   # where the engine cut copies
-    rows = outcomes(NGramDrafter(), trace.prompt_ids, trace.new_token_ids, k_max, eos)
+    rows = outcomes(NGramDrafter(), trace.prompt_ids, trace.new_token_ids, k_max, eos, cfg.get("max_new_tokens"))
     _, ks = best_schedule(rows, costs)
     draft = verify = 0.0
     i = 0

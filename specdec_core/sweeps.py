@@ -215,7 +215,7 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     costs = calibrated_curves(sweep, traces, base, target)
     if costs is not None and cfg.greedy:
         best_run = hindsight_tokens_per_s(drafter, ids, base.new_token_ids, max(ks), costs,
-                                          getattr(tokenizer, "eos_token_id", None))
+                                          getattr(tokenizer, "eos_token_id", None), cfg.max_new_tokens)
         if best_run is not None:
             sweep.hindsight_tokens_per_s, sweep.hindsight_ks = best_run
     return sweep

@@ -127,3 +127,25 @@ def test_replay_makes_the_engines_decisions_without_a_model():
     # an output that ended (end-of-sequence) before the run's limit: the policy still plans for the limit
     ms_eos, ks_eos = replay_policy(FixedK(5), prompt, out[:6], costs, max_new_tokens=24)
     assert sum(ks_eos) > 0 and ms_eos > 0
+
+
+def test_an_output_that_ends_with_end_of_sequence_may_be_drafted_to_its_end():
+    """The engine lets K reach past the tokens left when the run's limit is further: a draft of the
+    end-of-sequence token that lands ends the run with no token of the target's. Where feeding one token more
+    costs less (this CPU's verify curve dips at some sizes), that is the fastest schedule, and the bound
+    must know it: no policy's replay may be priced below it."""
+    eos, prompt, out = 2, [1, 5, 6, 7, 8, 2, 3, 5], [6, 7, 8, 2]          # the output copies the prompt, EOS included
+    dip = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 14.0, 30.0), draft_ms=0.1, draft_per_token=False,
+                overhead_ms=1.0)
+    cut = outcomes(NGramDrafter(), prompt, out, k_max=5, eos_token_id=eos)          # the limit unknown: K <= 3
+    assert [len(r) for r in cut] == [4, 3, 2, 1]
+    rows = outcomes(NGramDrafter(), prompt, out, k_max=5, eos_token_id=eos, max_new_tokens=16)
+    assert rows[0][4] == (4, 4) and [len(r) for r in rows] == [6, 6, 6, 6]        # proposals stop at the EOS
+    best, ks = best_schedule(rows, dip)
+    assert ks == [4] and best == pytest.approx(iteration_cost(dip, 4, 4))         # verify of 5 tokens: 14 ms
+    assert best_schedule(cut, dip)[0] == pytest.approx(iteration_cost(dip, 3, 3))  # 20 ms
+    ms, replayed = replay_policy(FixedK(4), prompt, out, dip, eos, max_new_tokens=16)
+    assert replayed == [4] and ms >= best - 1e-9
+    # an output that stopped at the limit (no EOS at its end) is never drafted past it
+    assert [len(r) for r in outcomes(NGramDrafter(), prompt, out[:3], k_max=5, eos_token_id=eos,
+                                     max_new_tokens=3)] == [3, 2, 1]
