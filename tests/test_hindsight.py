@@ -140,7 +140,7 @@ def test_an_output_that_ends_with_end_of_sequence_may_be_drafted_to_its_end():
     cut = outcomes(NGramDrafter(), prompt, out, k_max=5, eos_token_id=eos)          # the limit unknown: K <= 3
     assert [len(r) for r in cut] == [4, 3, 2, 1]
     rows = outcomes(NGramDrafter(), prompt, out, k_max=5, eos_token_id=eos, max_new_tokens=16)
-    assert rows[0][4] == (4, 4) and [len(r) for r in rows] == [6, 6, 6, 6]        # proposals stop at the EOS
+    assert rows[0][4] == rows[0][5] == (4, 4) and [len(r) for r in rows] == [6, 6, 6, 6]  # proposals stop at the EOS
     best, ks = best_schedule(rows, dip)
     assert ks == [4] and best == pytest.approx(iteration_cost(dip, 4, 4))         # verify of 5 tokens: 14 ms
     assert best_schedule(cut, dip)[0] == pytest.approx(iteration_cost(dip, 3, 3))  # 20 ms
