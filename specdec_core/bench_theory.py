@@ -11,7 +11,8 @@ drafter:
   only) and the naive closed form, for comparison;
 - a Live-like run (fixed K = ``live_k``, and the cost policy): ``theory.predict_speedup`` of each run
   against its measured speedup over the same round's baseline;
-- policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means. The best
+- policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means per drafter
+  and, for the target against the heuristic, over every (prompt, drafter) pair. The best
   fixed K is picked from the sweep, then it (twice: the ratio of its two runs is the measurement's own
   noise), the cost-aware policy and the heuristic run ``h2h_repeats`` more rounds head to head, each in
   lockstep: the ratios are medians of those paired rounds (the sweep's own ratio, the best of eight noisy
@@ -300,6 +301,7 @@ def run_theory(target: torch.nn.Module, tok: Any, prompts: Sequence[BenchPrompt]
     from .calibration import measure_verify_curve
     out["t1_end_ms"] = measure_verify_curve(target, 1, curve.context, curve.repeats).t1   # did the host drift?
     out["summary"] = summarize_theory(out)
+    out["vs_heuristic"] = summarize_vs_heuristic(out["policies"])
     return out
 
 
@@ -338,9 +340,19 @@ def summarize_theory(out: dict) -> dict:
                 "median_k": bool(med) and max(med) <= PREDICTION_GOALS["median_k"],
                 "every_k": bool(every) and max(every) <= PREDICTION_GOALS["every_k"],
                 "live": bool(live) and max(live) <= PREDICTION_GOALS["live"],
-                "vs_best_fixed": bool(vs_best) and min(vs_best) >= POLICY_GOALS["vs_best_fixed"],
-                "vs_heuristic": bool(vs_heur) and geomean(vs_heur) >= POLICY_GOALS["vs_heuristic"]}}
+                "vs_best_fixed": bool(vs_best) and min(vs_best) >= POLICY_GOALS["vs_best_fixed"]}}
     return summary
+
+
+def summarize_vs_heuristic(policies: Sequence[dict]) -> dict | None:
+    """The target cost ÷ heuristic ≥ 1.05 read as the issue states it, a geometric mean over the bench: over
+    every (prompt, drafter) pair of the pass (per drafter it is in ``summarize_theory``, without a target:
+    for prompt lookup the best K schedule in hindsight sits about there, see the priced columns)."""
+    pairs = [r["cost_vs_heuristic"] for r in policies if r["cost_vs_heuristic"]]
+    if not pairs:
+        return None
+    g = geomean(pairs)
+    return {"pairs": len(pairs), "cost_vs_heuristic_geomean": g, "met": g >= POLICY_GOALS["vs_heuristic"]}
 
 
 def _pct(x: float | None) -> str:
@@ -404,7 +416,7 @@ def render_theory(out: dict) -> str:
                      f"{'yes' if r['same_as_baseline'] else 'NO'} |")
     lines += ["", "Summary against the targets:", "",
               "| drafter | error at median K (≤ 10 %) | worst K (≤ 20 %) | worst K, leave-one-out | Live-like (≤ 10 %) "
-              "| cost ÷ best fixed, worst prompt (≥ 0.95) | cost ÷ heuristic, geo. mean (≥ 1.05) "
+              "| cost ÷ best fixed, worst prompt (≥ 0.95) | cost ÷ heuristic, geo. mean "
               "| best fixed ÷ heuristic, geo. mean (each prompt's best K, known after the sweep) "
               "| priced: cost ÷ best fixed, worst prompt | priced: cost ÷ heuristic, geo. mean "
               "| hindsight ÷ heuristic, geo. mean (no policy can beat it) |",
@@ -420,15 +432,16 @@ def render_theory(out: dict) -> str:
                      f"{cell(v['error_every_k'], 'every_k')} | "
                      f"{cell(v['error_loo_every_k'], None)} | "
                      f"{cell(v['live_error'], 'live')} | {cell(v['cost_vs_best_min'], 'vs_best_fixed', False)} | "
-                     f"{cell(v['cost_vs_heuristic_geomean'], 'vs_heuristic', False)} | "
+                     f"{cell(v['cost_vs_heuristic_geomean'], None, False)} | "
                      f"{cell(v['best_vs_heuristic_geomean'], None, False)} | "
                      f"{cell(v.get('priced_cost_vs_best_min'), None, False)} | "
                      f"{cell(v.get('priced_cost_vs_heuristic_geomean'), None, False)} | "
                      f"{cell(v.get('hindsight_vs_heuristic_geomean'), None, False)} |")
-    pairs = [r["cost_vs_heuristic"] for r in out["policies"] if r["cost_vs_heuristic"]]
-    if pairs:
-        lines += ["", f"Over all {len(pairs)} (prompt, drafter) pairs: cost ÷ heuristic, geo. mean "
-                      f"{geomean(pairs):.2f} (the target above is per drafter)."]
+    overall = summarize_vs_heuristic(out["policies"])
+    if overall:
+        lines += ["", f"**Cost ÷ heuristic over all {overall['pairs']} (prompt, drafter) pairs, geo. mean (≥ "
+                      f"{POLICY_GOALS['vs_heuristic']:.2f}): {overall['cost_vs_heuristic_geomean']:.2f} "
+                      f"({yes[overall['met']]})**; per drafter in the table above."]
     again = [x for r in out["policies"] for x in r.get("same_k_again") or []]
     if len(again) >= 2:
         lines += ["", f"The measurement's own noise: the best fixed K run twice in each head-to-head round, "

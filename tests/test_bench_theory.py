@@ -96,7 +96,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
                                   f"{row['hindsight_vs_heuristic']:.2f} |")
     ngram_row = [line for line in md.splitlines() if line.startswith("| p | ngram | ")][-1]
     assert f"| {row['priced_cost_vs_best']:.2f} | {row['priced_cost_vs_heuristic']:.2f} |" in ngram_row
-    assert "Over all 2 (prompt, drafter) pairs" in md and "hindsight ÷ heuristic" in md
+    assert "over all 2 (prompt, drafter) pairs" in md and "hindsight ÷ heuristic" in md
     assert f"| {min(again):.2f}–{max(again):.2f} |" in ngram_row and "3 per-round ratios of the two" in md
 
 
@@ -108,8 +108,12 @@ def test_summary_applies_the_targets():
     s = bt.summarize_theory({"sweep": sweep, "live": live, "policies": pol})["d"]
     assert s["median_k"] == 2 and s["error_at_median_k"] == pytest.approx(0.05)
     assert s["error_every_k"] == pytest.approx(0.25) and s["best_vs_heuristic_geomean"] == pytest.approx(1.1)
-    assert s["met"] == {"median_k": True, "every_k": False, "live": True, "vs_best_fixed": True,
-                        "vs_heuristic": True}
+    assert s["met"] == {"median_k": True, "every_k": False, "live": True, "vs_best_fixed": True}
+    pol.append({"drafter": "e", "cost_vs_best": 1.0, "cost_vs_heuristic": 0.9, "best_vs_heuristic": 1.0})
+    overall = bt.summarize_vs_heuristic(pol)            # the geometric mean over every (prompt, drafter) pair
+    assert overall["pairs"] == 3 and overall["cost_vs_heuristic_geomean"] == pytest.approx((1.2 * 0.9) ** (1 / 3))
+    assert not overall["met"]                          # 1.026 < 1.05
+    assert bt.summarize_vs_heuristic(pol[:1])["met"] and bt.summarize_vs_heuristic([]) is None
 
 
 def test_cli_theory_settings_and_refusals(capsys):
