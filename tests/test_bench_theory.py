@@ -78,6 +78,7 @@ def test_theory_pass_rows_summary_and_markdown(target):
     assert row["same_k_again"] == pytest.approx(again) and len(again) == 3
     out["policies"][0] = row
     out["summary"] = bt.summarize_theory(out)
+    out["vs_heuristic"] = bt.summarize_vs_heuristic(out["policies"])
     assert out["summary"]["ngram"]["median_k"] == 2
     assert out["summary"]["ngram"]["hindsight_vs_heuristic_geomean"] == pytest.approx(row["hindsight_vs_heuristic"])
     assert out["summary"]["ngram"]["priced_cost_vs_best_min"] == pytest.approx(row["priced_cost_vs_best"])
