@@ -25,8 +25,8 @@ from components.replay import MAX_BYTES, build_replay_tab
 from components.tokens import CSS as TOKENS_CSS
 from specdec_core import ModelPool, warm_up
 from components.limits import RunLimits
-from specdec_core.model_pool import max_model_bytes
-from specdec_core.models import install_bundled_model
+from specdec_core.models.pool import max_model_bytes
+from specdec_core.models.loading import install_bundled_model
 
 TITLE = "Speculative Decoding Explorer"
 DEFAULT_PORT = 7860

@@ -24,7 +24,8 @@ import gradio as gr
 from gradio import utils as gr_utils
 
 from specdec_core import Trace
-from specdec_core.engine import stream_baseline, stream_speculative
+from specdec_core.decoding.baseline import stream_baseline
+from specdec_core.decoding.engine import stream_speculative
 
 from .gpu import gpu_task
 from .limits import RunClock, RunLimits, run_on

@@ -3,15 +3,15 @@ its deferred prompt prefill and what it ran over after K = 0 iterations), draft,
 speculative run and its same-run baseline, next to what the calibrated cost model predicts (and what a
 flat, GPU-like verify would give; for greedy prompt lookup, what the best K schedule in hindsight would
 take). A pure builder Trace -> go.Figure; the arithmetic is ``specdec_core.theory`` (``time_split``,
-``baseline_split``, ``predicted_split``, ``costs_from_traces``) and ``specdec_core.hindsight``.
+``baseline_split``, ``predicted_split``, ``costs_from_traces``) and ``specdec_core.policy.hindsight``.
 """
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.hindsight import hindsight_split
-from specdec_core.theory import TimeSplit, baseline_split, costs_from_traces, predicted_split, time_split
+from specdec_core.policy.hindsight import hindsight_split
+from specdec_core.policy.costmodel import TimeSplit, baseline_split, costs_from_traces, predicted_split, time_split
 
 from . import palette as pal
 from .figures import _layout, empty_figure

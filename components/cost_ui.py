@@ -11,9 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.sweeps import KSweep
-from specdec_core.theory import (costs_from_traces, estimate_alpha, estimate_c, predict_speedup,
-                                 predicted_speedup_curve)
+from specdec_core.teaching.sweeps import KSweep
+from specdec_core.policy.costmodel import costs_from_traces, predict_speedup, predicted_speedup_curve
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 
 from .cost_figures import time_split_figure
 from .figures import empty_figure

@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import Trace
-from specdec_core.theory import (estimate_alpha, estimate_c, expected_tokens, predict_speedup,
-                                 predicted_speedup_curve, speedup)
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c, expected_tokens, speedup
+from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_curve
 from specdec_core.trace import IterationRecord
 
 from . import palette as pal

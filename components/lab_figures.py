@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.lab import LabResult
-from specdec_core.sweeps import AgreementPoint, KSweep, Selection
-from specdec_core.theory import approximate_speedup, break_even_alpha, optimal_k, speedup
-from specdec_core.toy import StepView
+from specdec_core.teaching.lab import LabResult
+from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection
+from specdec_core.policy.closed_form import approximate_speedup, break_even_alpha, optimal_k, speedup
+from specdec_core.teaching.toy import StepView
 
 from . import palette as pal
 from .figures import empty_figure, plot_text

@@ -19,9 +19,9 @@ import gradio as gr
 from specdec_core import (MAX_K, PRESETS, LoadedModel, NGramDrafter, SpecConfig, Trace,
                           check_tokenizer_compat, encode_prompt, stream_baseline, stream_speculative)
 from specdec_core.config import K_POLICIES, LIVE_CONFIDENCE_STOP
-from specdec_core.drafters import model_drafter
-from specdec_core.model_pool import FairLock
-from specdec_core.trained_draft import SHIPPED, shipped_draft_for
+from specdec_core.drafters.model import model_drafter
+from specdec_core.models.pool import FairLock
+from specdec_core.drafters.registry import SHIPPED, shipped_draft_for
 
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure

@@ -3,7 +3,7 @@ automatic selection ranking candidate drafts by measured speedup (incompatible o
 check they failed).
 
 ``build_compare_tab(pool, tab)`` lays it out; ``run_compare`` / ``run_selection`` are module-level
-handlers with the pool passed explicitly. The logic lives in ``specdec_core.sweeps``.
+handlers with the pool passed explicitly. The logic lives in ``specdec_core.teaching.sweeps``.
 
 Stable elem_ids: compare-run, select-run, compare-plot, compare-table, compare-rejected, compare-summary.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import SpecConfig
-from specdec_core.sweeps import Selection, evaluate_drafts, pool_candidates
+from specdec_core.teaching.sweeps import Selection, evaluate_drafts, pool_candidates
 
 from .gpu import gpu_task
 from .lab_figures import compare_figure

@@ -2,7 +2,7 @@
 alpha and c and the best K marked.
 
 ``build_ksweep_tab(pool, tab)`` lays it out; ``run_ksweep`` is the module-level handler (pool passed
-explicitly). The logic lives in ``specdec_core.sweeps.k_sweep``.
+explicitly). The logic lives in ``specdec_core.teaching.sweeps.k_sweep``.
 
 Stable elem_ids: ksweep-run, ksweep-plot, ksweep-table, ksweep-md.
 """
@@ -14,8 +14,8 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import LoadedModel
-from specdec_core.model_pool import make_drafter
-from specdec_core.sweeps import KSweep, k_sweep
+from specdec_core.drafters.registry import make_drafter
+from specdec_core.teaching.sweeps import KSweep, k_sweep
 
 from .gpu import gpu_task
 from .lab_figures import ksweep_figure

@@ -2,7 +2,7 @@
 empirical frequencies with the target's exact distribution; switches inject classic bugs.
 
 ``build_lab_tab(pool)`` lays it out (call inside ``gr.Tab``); ``run_lab`` and the small handlers are
-module-level functions the tests call without a browser. The logic lives in ``specdec_core.lab``, the
+module-level functions the tests call without a browser. The logic lives in ``specdec_core.teaching.lab``, the
 figure in ``lab_figures``.
 
 Stable elem_ids: lab-setup, lab-prompt, lab-chat, lab-run, lab-plot, lab-verdict, lab-details, lab-bug-*.
@@ -15,10 +15,10 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import InjectedBugs, NGramDrafter
-from specdec_core.lab import LabResult, LabSettings, run_exactness
-from specdec_core.toy import WORDS, make_toy_pair
+from specdec_core.teaching.lab import LabResult, LabSettings, run_exactness
+from specdec_core.teaching.toy import WORDS, make_toy_pair
 
-from specdec_core.trained_draft import SHIPPED, shipped_draft_for
+from specdec_core.drafters.registry import SHIPPED, shipped_draft_for
 
 from .gpu import gpu_task
 from .lab_figures import exactness_figure

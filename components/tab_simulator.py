@@ -3,7 +3,7 @@ the same engine and trace as the real models and shown with the Live tab's viewe
 acceptance vs agreement and a speedup table over alpha x c.
 
 ``build_simulator_tab()`` lays it out; the handlers are module-level functions (tests call them
-without a browser). The toy pair lives in ``specdec_core.toy``.
+without a browser). The toy pair lives in ``specdec_core.teaching.toy``.
 
 Stable elem_ids: sim-run, sim-plot, sim-position, sim-sweep-run, sim-sweep-plot, sim-speedup-table (and the
 viewer's sim-tokens, sim-iteration, sim-plot-pq, ...).
@@ -17,9 +17,10 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import SpecConfig, Trace
-from specdec_core.engine import baseline_generate, stream_speculative
-from specdec_core.sweeps import acceptance_vs_agreement, speedup_table
-from specdec_core.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
+from specdec_core.decoding.baseline import baseline_generate
+from specdec_core.decoding.engine import stream_speculative
+from specdec_core.teaching.sweeps import acceptance_vs_agreement, speedup_table
+from specdec_core.teaching.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
 
 from .lab_figures import agreement_figure, toy_step_figure
 from .tab_helpers import as_float, as_int, check_prompt, reporter

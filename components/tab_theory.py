@@ -13,7 +13,8 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import Trace
-from specdec_core.theory import approximate_speedup, break_even_alpha, estimate_alpha, estimate_c, optimal_k, speedup
+from specdec_core.policy.closed_form import (approximate_speedup, break_even_alpha, estimate_alpha, estimate_c,
+    optimal_k, speedup)
 
 from .context import AppContext
 from .cost_ui import VERIFY_MEASURED, build_cost_view, cost_point

@@ -6,7 +6,7 @@ import json
 import sys
 
 from .config import (MAX_K, MAX_NEW_TOKENS, RECOMMENDED_CONFIDENCE_STOP, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY,
-                     recommended_config)
+    recommended_config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,9 +64,11 @@ def summary_lines(trace, baseline=None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .engine import baseline_generate, speculative_generate, warm_up
-    from .model_pool import ModelPool, make_drafter
-    from .models import encode_prompt, validate_model_id
+    from .decoding.baseline import baseline_generate, warm_up
+    from .decoding.engine import speculative_generate
+    from .models.pool import ModelPool
+    from .drafters.registry import make_drafter
+    from .models.loading import encode_prompt, validate_model_id
     cfg = recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                              max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
                              k_policy=args.k_policy, confidence_stop=args.confidence_stop)

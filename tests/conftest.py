@@ -13,7 +13,7 @@ _SESSION_CACHE: list[str] = []
 
 
 def pytest_configure(config):
-    """The bundled model's converted copy (``specdec_core.bundled_cache``) goes to a folder of this test
+    """The bundled model's converted copy (``specdec_core.models.bundled_cache``) goes to a folder of this test
     session, unless SPECDEC_CACHE_DIR names one: the session's first load reads the GGUF file, and every
     app, CLI and benchmark the tests start as a subprocess reads the converted copy."""
     if not os.environ.get("SPECDEC_CACHE_DIR"):

@@ -8,10 +8,14 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import ModelDrafter, NGramDrafter, SpecConfig
-from specdec_core import bench, bench_report
-from specdec_core.bench import (BenchPrompt, BenchSettings, Comparison, Group, RunResult, Spread, aggregate,
-                                compare, early_exit_draft, first_difference, hf_generate, interleave, ours_baseline,
-                                ours_speculative, output_mismatch, render_report, run_group, side_rows)
+from specdec_core.bench import runner as bench, report as bench_report
+from specdec_core.bench.measure import (ASSISTANT_FIELDS, BenchPrompt, RunResult, Spread, aggregate, first_difference, hf_generate,
+    interleave, ours_baseline, ours_speculative, output_mismatch)
+from specdec_core.bench.settings import BenchSettings
+from specdec_core.bench.measure import Comparison, compare
+from specdec_core.bench.runner import Group, run_group
+from specdec_core.bench.models import early_exit_draft
+from specdec_core.bench.report import render_report, side_rows
 
 PROMPT = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
 EXTRACTIVE = BenchPrompt("p", "extractive", "unused")
@@ -136,7 +140,7 @@ def test_assistant_settings_reach_transformers_and_are_restored(lms):
     """transformers reads K / schedule / threshold from the assistant's generation_config: the runner sets
     them there for the call (K drafts per round, no early stop) and restores them afterwards."""
     target, draft = lms
-    before = {f: getattr(draft.generation_config, f, None) for f in bench.ASSISTANT_FIELDS}
+    before = {f: getattr(draft.generation_config, f, None) for f in ASSISTANT_FIELDS}
     seen = []
     handle = draft.register_forward_pre_hook(
         lambda m, a: seen.append((draft.generation_config.num_assistant_tokens,
@@ -149,7 +153,7 @@ def test_assistant_settings_reach_transformers_and_are_restored(lms):
     finally:
         handle.remove()
     assert seen and set(seen) == {(5, 0.0)}
-    assert {f: getattr(draft.generation_config, f, None) for f in bench.ASSISTANT_FIELDS} == before
+    assert {f: getattr(draft.generation_config, f, None) for f in ASSISTANT_FIELDS} == before
     assert len(res.tokens) == 12
 
 
@@ -207,7 +211,7 @@ def test_growing_kv_cache_is_bitwise_dynamic_cache(lms):
     """The engine's in-place KV cache (a performance change) gives bitwise the same logits as
     transformers' DynamicCache through prefill, multi-token forwards and rollbacks."""
     from transformers import DynamicCache
-    from specdec_core.drafters import new_kv_cache
+    from specdec_core.models.kv_cache import new_kv_cache
     target, _ = lms
     ours, theirs = new_kv_cache(target.config), DynamicCache(config=target.config)
     assert type(ours.layers[0]).__name__ == "GrowingLayer"

@@ -2,11 +2,11 @@
 real run of the shipped drafts on a held-out prompt (outputs identical to the baseline, a row per side)."""
 import pytest
 
-from specdec_core import bench
-from specdec_core.bench_heldout import (ACCEPTANCE_GOAL, BASELINE, DRAFTS, ONE_DRAFT, HeldoutSettings,
-                                        render_heldout, run_heldout, setting_configs, validate_heldout)
+from specdec_core.bench import runner as bench
+from specdec_core.bench.heldout import (ACCEPTANCE_GOAL, BASELINE, DRAFTS, ONE_DRAFT, HeldoutSettings,
+    render_heldout, run_heldout, setting_configs, validate_heldout)
 from specdec_core.config import LIVE_CONFIDENCE_STOP, recommended_config
-from specdec_core.distill.prompts import heldout_prompts, training_prompts
+from specdec_core.training.prompts import heldout_prompts, training_prompts
 
 
 def test_settings_cover_defaults_the_stop_the_live_start_and_one_draft():

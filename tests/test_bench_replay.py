@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from specdec_core.bench_replay import GROUPS, Answer, format_table, main, record_all, replay_report, summarize
+from specdec_core.bench.replay import GROUPS, Answer, format_table, main, record_all, replay_report, summarize
 
 
 def _row(name, group, cost, heuristic, fixed, hindsight):

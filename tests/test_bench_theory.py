@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core import bench, bench_theory as bt
-from specdec_core.bench_measure import BenchPrompt
-from specdec_core.hindsight import priced_ms
+from specdec_core.bench import runner as bench, theory as bt
+from specdec_core.bench.measure import BenchPrompt
+from specdec_core.policy.hindsight import priced_ms
 
 PROMPT = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9]
 
@@ -20,7 +20,7 @@ def target():
 
 
 def test_a_run_is_priced_with_the_prefill_and_the_catch_ups_after_its_first():
-    from specdec_core.theory import Costs
+    from specdec_core.policy.costmodel import Costs
     from specdec_core.trace import IterationRecord, Trace
     its = [IterationRecord(i, 5 + i, k, [], None, None, [0], [], 0.0, 0.0, catchup_ms=cu)
            for i, (k, cu) in enumerate([(1, 6.0), (0, 0.0), (0, 0.0), (1, 4.0), (1, 0.0)])]
@@ -35,7 +35,7 @@ def test_a_run_is_priced_with_the_prefill_and_the_catch_ups_after_its_first():
 def test_theory_pass_rows_summary_and_markdown(target):
     ts = bt.TheorySettings(ks=(1, 2, 3), max_new_tokens=12, repeats=1, live_k=2)
     p = BenchPrompt("p", "extractive", "unused")
-    from specdec_core.calibration import calibrate
+    from specdec_core.policy.calibration import calibrate
     curve = calibrate(target, 4, context=16, repeats=1)
     out = {"settings": {"ks": [1, 2, 3], "max_new_tokens": 12, "repeats": 1, "live_k": 2, "drafters": ["ngram"]},
            "calibration": curve.to_dict(), "sweep": [], "live": [], "policies": []}

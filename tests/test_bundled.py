@@ -121,7 +121,7 @@ def test_cli_end_to_end_offline_with_baseline(tmp_path):
 
 
 def test_hub_model_without_network_fails_fast_and_plainly(monkeypatch):
-    import specdec_core.models as models
+    import specdec_core.models.loading as models
     monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)
     with pytest.raises(RuntimeError, match="cannot be reached"):
         models.load_model("some-org/not-cached-model")

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core import bundled_cache
-from specdec_core.models import BUNDLED_GGUF, bundled_model_dir, encode_prompt, read_bundled_gguf
+from specdec_core.models import bundled_cache
+from specdec_core.models.loading import BUNDLED_GGUF, bundled_model_dir, encode_prompt, read_bundled_gguf
 
 TEXTS = ("Repeat the following text exactly: The mitochondria is the powerhouse of the cell.",
          "  leading spaces, tabs\tand\nnew lines\n\n", "ünïcödé, 日本語, emoji 🙂, code: def f(x): return x**2",

@@ -14,7 +14,7 @@ from components.measures import (accepted_length_counts, identical_to_baseline, 
 from components.summary import summary_html, summary_rows
 from components.tokens import tokens_html
 from specdec_core import Trace
-from specdec_core.theory import expected_tokens, speedup
+from specdec_core.policy.closed_form import expected_tokens, speedup
 
 
 def _draft(tok, text, p, q, u, tested=True, p_raw=None, q_raw=None):
@@ -221,14 +221,14 @@ def test_positions_rates_and_histogram(trace):
 
 
 def test_theory_against_the_closed_form(trace):
-    from specdec_core.theory import estimate_alpha, estimate_c
+    from specdec_core.policy.closed_form import estimate_alpha, estimate_c
     fig = F.theory_figure(trace)
     a, c = estimate_alpha(trace), estimate_c(trace)
     curve = _by_name(fig, "naive closed form")
     assert list(curve.x) == list(range(1, 17))
     assert list(curve.y) == pytest.approx([expected_tokens(a, k) for k in range(1, 17)])
     assert list(_by_name(fig, "naive closed form E / (cK + 1)").y) == pytest.approx([speedup(a, k, c) for k in range(1, 17)])
-    from specdec_core.theory import predicted_speedup_curve
+    from specdec_core.policy.costmodel import predicted_speedup_curve
     calibrated = _by_name(fig, "calibrated (this device's verify curve)")
     assert list(calibrated.y) == pytest.approx(predicted_speedup_curve(trace, 16))
     flat = _by_name(F.theory_figure(trace, flat=True), "calibrated, flat verify (GPU-like)")

@@ -9,7 +9,7 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
-from specdec_core.drafters import DraftPolicy, chain_confidence, proposal_from_steps
+from specdec_core.drafters.base import DraftPolicy, chain_confidence, proposal_from_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,7 @@ import pytest
 
 from components import cost_figures as CF
 from components import lab_figures as LF
-from specdec_core.sweeps import KRun, KSweep
+from specdec_core.teaching.sweeps import KRun, KSweep
 from specdec_core.trace import BaselineResult, DraftRecord, IterationRecord, Stats, Trace
 
 
@@ -29,7 +29,7 @@ def test_where_the_time_went_adds_the_hindsight_row_for_greedy_prompt_lookup():
     import torch
     from conftest import make_tiny_lm
     from specdec_core import NGramDrafter, SpecConfig, speculative_generate
-    from specdec_core.engine import baseline_generate
+    from specdec_core.decoding.baseline import baseline_generate
     torch.manual_seed(0)
     target = make_tiny_lm(vocab_size=32, seed=11, scale=6.0, layers=2)
     prompt, cfg = [3, 7, 1, 9, 3, 7, 1, 4, 3, 7, 1, 9], SpecConfig(k=3, max_new_tokens=16, k_policy="heuristic")

@@ -7,15 +7,15 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
-from specdec_core.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
-from specdec_core.drafters import DraftOutlook, lookup_ngram
-from specdec_core.kpolicy import (COPY_PRIOR, EXPLORE_BUDGET, PRIOR_ALPHA, PROBE_MAX, CostAwareK, FixedK, HeuristicK,
-                                  agreement, make_k_policy, match_prior, probe_wait)
-from specdec_core.theory import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
-                                 costs_from_traces, expected_tokens, expected_tokens_profile, iteration_ms,
-                                 merge_verify_curve, predict_speedup, predicted_speedup, predicted_split,
-                                 predicted_tokens_per_s, finish_plan, proposal_lengths, speedup, time_split,
-                                 tokens_distribution)
+from specdec_core.policy.calibration import CalibrationCache, calibrate, measure_verify_curve, model_key
+from specdec_core.drafters.base import DraftOutlook
+from specdec_core.drafters.ngram import lookup_ngram
+from specdec_core.policy.kpolicy import (COPY_PRIOR, EXPLORE_BUDGET, PRIOR_ALPHA, PROBE_MAX, CostAwareK, FixedK,
+    HeuristicK, agreement, make_k_policy, match_prior, probe_wait)
+from specdec_core.policy.costmodel import (AcceptanceProfile, Costs, acceptance_profile, baseline_split, best_k,
+    costs_from_traces, expected_tokens_profile, iteration_ms, merge_verify_curve, predict_speedup, predicted_speedup,
+    predicted_split, predicted_tokens_per_s, finish_plan, proposal_lengths, time_split, tokens_distribution)
+from specdec_core.policy.closed_form import expected_tokens, speedup
 from specdec_core.trace import (BaselineResult, DraftRecord, IterationRecord, Stats, Trace)
 
 CPU_CURVE = (39.7, 61.4, 76.4, 58.8, 53.5, 53.6, 53.7, 53.8, 55.0)   # this CPU: 2-3 tokens are slow
@@ -369,7 +369,7 @@ def test_prompt_lookup_trusts_a_copy_that_held_at_shorter_lengths():
 
 def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     import numpy as np
-    from specdec_core.drafters import find_match
+    from specdec_core.drafters.ngram import find_match
     ids = np.array([1, 2, 3, 4, 5, 9, 9, 3, 4, 5, 7, 7, 1, 2, 3, 4, 5])
     assert find_match(ids, 3) == (5, 5, 1, 1)        # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
     assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
@@ -399,7 +399,7 @@ def test_prompt_lookup_tells_a_copy_from_the_answers_start_and_where_its_source_
 def test_an_outlook_without_the_eos_keyword_still_works():
     """A custom drafter's ``outlook(ids)``, written before the end-of-sequence token was passed, is called
     without it; the engine's own drafters get it."""
-    from specdec_core.drafters import outlook_of
+    from specdec_core.drafters.base import outlook_of
 
     class Old:
         def outlook(self, ids):
@@ -484,7 +484,7 @@ def test_a_draft_built_from_its_targets_config_gets_its_own_calibration():
 
 
 def test_calibration_separates_the_curves_shape_from_a_drifting_level():
-    from specdec_core.calibration import level_and_shape
+    from specdec_core.policy.calibration import level_and_shape
     shape = {1: 1.0, 2: 1.0, 3: 1.5, 4: 1.3}
     rounds = [{n: v * level for n, v in shape.items()} for level in (50.0, 85.0, 52.0)]   # a slow middle round
     rounds[2][3] *= 1.4                                                             # one noisy point

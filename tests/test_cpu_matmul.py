@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatchLinear,
-                                     max_rows, small_batch_linear, use_small_batch_matmul)
+from specdec_core.models.cpu_matmul import (ONE_THREAD_MAX_ROWS, SMALL_ROWS, SmallBatchLinear, max_rows,
+    small_batch_linear, use_small_batch_matmul)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 24), (1, 2, 24), (1, 3, 24), (2, 3, 24), (1, 8, 24), (1, 13, 24), (3, 5, 24),

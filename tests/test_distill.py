@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from specdec_core import SpecConfig, speculative_generate
-from specdec_core.distill.data import Example
-from specdec_core.distill.prompts import (BROAD_TEMPLATES, BROAD_TOPICS, FREEFORM_HELDOUT, HELDOUT_TEMPLATES,
-                                         HELDOUT_TOPICS, N_HELDOUT_PROMPTS, N_TRAINING_PROMPTS, STANDALONE_PROMPTS,
-                                         TRAIN_TEMPLATES, TRAIN_TOPICS, heldout_prompts, training_prompts)
-from specdec_core.distill.train import build_vocab, distill, make_batches, step1_agreement
-from specdec_core.trained_draft import DraftFilesError, build_draft, load_bundled_draft, save_draft
+from specdec_core.training.data import Example
+from specdec_core.training.prompts import (BROAD_TEMPLATES, BROAD_TOPICS, FREEFORM_HELDOUT, HELDOUT_TEMPLATES,
+    HELDOUT_TOPICS, N_HELDOUT_PROMPTS, N_TRAINING_PROMPTS, STANDALONE_PROMPTS, TRAIN_TEMPLATES, TRAIN_TOPICS,
+    heldout_prompts, training_prompts)
+from specdec_core.training.train import build_vocab, distill, make_batches, step1_agreement
+from specdec_core.drafters.trained import DraftFilesError, build_draft, load_bundled_draft, save_draft
 from tests.conftest import make_tiny_lm
 
 V = 24
@@ -134,8 +134,8 @@ def test_broken_files_are_named(tiny_target, tmp_path):
 def test_features_recorded_while_generating_equal_a_teacher_forced_pass(bundled):
     """The data stage's features come from the generation itself (a hook on the final norm): they must be the
     teacher-forced features of the same text, at every position, also when an EOS ends the whole batch."""
-    from specdec_core.distill.data import generate_dataset
-    from specdec_core.distill.features import target_features
+    from specdec_core.training.data import generate_dataset
+    from specdec_core.training.features import target_features
     target, tok = bundled
     # batch 0 (greedy) ends by EOS before 12 tokens ("No." and "2 + 2 = 4"); batch 1 (sampled) runs on
     prompts = ["Is the sky blue? Yes or no.", "What is 2+2? Answer with a number only.", "Say hi.", "Name a color."]
@@ -154,7 +154,7 @@ def test_features_recorded_while_generating_equal_a_teacher_forced_pass(bundled)
 
 
 def test_recipe_search_cuts_answers_and_refuses_unknown_variants(capsys):
-    from specdec_core.distill.recipe_search import VARIANTS, _cut, main
+    from specdec_core.training.recipe_search import VARIANTS, _cut, main
     e = Example([1, 2, 3, 4, 5, 6], 2, torch.arange(8, dtype=torch.int32).view(4, 2), torch.zeros((4, 2)))
     f = torch.arange(6.0)[:, None]
     cut, cut_f = _cut(e, f, 3)
@@ -164,7 +164,7 @@ def test_recipe_search_cuts_answers_and_refuses_unknown_variants(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "no-such-variant"])
     assert "unknown variant(s) no-such-variant" in capsys.readouterr().err
-    from specdec_core.distill.recipe_search import PARTS
+    from specdec_core.training.recipe_search import PARTS
     assert all(set(v.answers) <= set(PARTS) and v.prompts > 0 and v.epochs > 0 for v in VARIANTS.values())
 
 
@@ -173,7 +173,7 @@ def test_nucleus_sampler_draws_from_transformers_warped_distribution():
     warpers (chi-square), never a token outside their support, carried out by greedy search (one finite score)."""
     from scipy.stats import chisquare
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-    from specdec_core.distill.data import NucleusSampler
+    from specdec_core.training.data import NucleusSampler
     torch.manual_seed(0)
     scores = torch.randn(1, 40) * 2
     ids = torch.zeros((1, 1), dtype=torch.long)
@@ -192,7 +192,7 @@ def test_nucleus_sampler_draws_from_transformers_warped_distribution():
 def test_bf16_data_stage_is_deterministic_with_float32_labels(bundled):
     """``--data-dtype bf16``: the decoder runs under autocast, the head in float32, so every label is the exact
     log-softmax of the recorded feature; the same seed gives the same data; fp32's greedy choices are kept."""
-    from specdec_core.distill.data import decoder_autocast, generate_dataset
+    from specdec_core.training.data import decoder_autocast, generate_dataset
     target, tok = bundled
     prompts = ["Tell me about rivers.", "Give me a tip for learning to cook.", "Why do cats purr?", "Say hi."]
     runs = []
@@ -217,15 +217,15 @@ def test_bf16_data_stage_is_deterministic_with_float32_labels(bundled):
 
 
 def test_training_precision_and_epochs_defaults(monkeypatch):
-    from specdec_core.distill.__main__ import parse_args
-    from specdec_core.distill.pipeline import resolve_dtype
+    from specdec_core.training.__main__ import parse_args
+    from specdec_core.training.pipeline import resolve_dtype
     feature, token = parse_args([]), parse_args(["--design", "token"])
     assert (feature.epochs, feature.train_dtype, feature.data_dtype, feature.prompts) == (5.0, "auto", "auto", 8424)
     assert (token.epochs, token.train_dtype, token.data_dtype, token.prompts) == (5.0, "fp32", "fp32", 4212)
     assert parse_args(["--epochs", "3", "--train-dtype", "bf16"]).epochs == 3.0
     cpu = torch.device("cpu")
     assert resolve_dtype("bf16", cpu) == torch.bfloat16 and resolve_dtype("fp32", cpu) == torch.float32
-    monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("specdec_core.training.pipeline.cpu_has_native_bf16", lambda: True)
     assert resolve_dtype("auto", cpu) == torch.bfloat16
-    monkeypatch.setattr("specdec_core.distill.pipeline.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("specdec_core.training.pipeline.cpu_has_native_bf16", lambda: False)
     assert resolve_dtype("auto", cpu) == torch.float32       # emulated bf16 would be slower than fp32

@@ -8,7 +8,7 @@ import torch
 from conftest import make_tiny_lm
 from specdec_core import (ModelDrafter, NGramDrafter, SpecConfig, Trace, baseline_generate, speculative_generate,
                           stream_speculative)
-from specdec_core.drafters import lookup_ngram
+from specdec_core.drafters.ngram import lookup_ngram
 
 VOCAB = 32
 
@@ -214,7 +214,7 @@ def test_ngram_lookup():
 
 
 def test_ngram_says_why_it_offers_fewer_than_k():
-    from specdec_core.drafters import DraftPolicy
+    from specdec_core.drafters.base import DraftPolicy
     policy = DraftPolicy(0.0, 0, 1.0, None, eos_token_id=0)
     assert NGramDrafter().propose([1, 2, 3, 4], 3, policy).stop == "no n-gram match"
     short = NGramDrafter().propose([1, 2, 3, 2], 5, policy)

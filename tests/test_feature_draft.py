@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from specdec_core import FeatureDraft, SpecConfig, load_feature_draft, speculative_generate
-from specdec_core.distill.features import target_features
-from specdec_core.distill.train import build_vocab
-from specdec_core.distill.train_feature import distill_features, feature_agreement, trainable_feature_draft
-from specdec_core.drafters import model_drafter
-from specdec_core.engine import TargetModel
-from specdec_core.feature_draft import WEIGHTS, FeatureDrafter, save_feature_draft
-from specdec_core.int8_decode import Int8DecodeLinear
-from specdec_core.trained_draft import DraftFilesError
+from specdec_core.training.features import target_features
+from specdec_core.training.train import build_vocab
+from specdec_core.training.train_feature import distill_features, feature_agreement, trainable_feature_draft
+from specdec_core.drafters.model import model_drafter
+from specdec_core.decoding.target import TargetModel
+from specdec_core.drafters.feature import WEIGHTS, FeatureDrafter, save_feature_draft
+from specdec_core.drafters.int8 import Int8DecodeLinear
+from specdec_core.drafters.trained import DraftFilesError
 from test_distill import V, _examples
 from test_exactness import PROMPT, VOCAB, chi_square_p, empirical_first_tokens, exact_first_tokens
 from tests.conftest import make_tiny_lm
@@ -167,7 +167,7 @@ def test_transformers_mtp_loop_runs_the_same_draft(tiny_target, trained):
     (Its first iteration is a plain target step, so its drafts start one position later than ours.)"""
     from transformers.modeling_layers import MtpModel
 
-    from specdec_core.mtp_peer import build_mtp_model, mtp_generation
+    from specdec_core.bench.mtp_peer import build_mtp_model, mtp_generation
     draft, _, _, train = trained
     prompt = train[5].ids[:6]
     before = {k: v.clone() for k, v in tiny_target.state_dict().items()}

@@ -1,4 +1,4 @@
-"""Fuzz the app's handlers with ≥ 1,000 generated bad inputs (specdec_core/fuzz.py, seeded): Live run
+"""Fuzz the app's handlers with ≥ 1,000 generated bad inputs (tools/fuzz.py, seeded): Live run
 settings, prompts and pairs; slider values; trace uploads (garbage, broken and deeply nested JSON,
 oversized files, traces with one field broken); example names; pair changes. For each case: either it
 is accepted (only if none of its values must be refused) or it is refused with a gr.Error whose message
@@ -22,8 +22,8 @@ from components.replay import replay_example, replay_upload
 from components.viewer import step_view
 from conftest import make_tiny_lm
 from specdec_core import LoadedModel, Trace
-from specdec_core.fuzz import file_payloads, names_field, run_cases, step_cases
-from specdec_core.model_pool import FairLock
+from tools.fuzz import file_payloads, names_field, run_cases, step_cases
+from specdec_core.models.pool import FairLock
 
 N_RUN, N_STEP, N_UPLOAD, N_PAIR, N_EXAMPLE = 700, 160, 240, 40, 20
 MAX_ACCEPTED_RUNS = 40     # of the generated run cases that must not be refused, only this many are run

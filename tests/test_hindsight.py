@@ -9,12 +9,13 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core.config import SpecConfig
-from specdec_core.drafters import ModelDrafter, NGramDrafter
-from specdec_core.engine import speculative_generate
-from specdec_core.hindsight import (MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost, outcomes, priced_ms,
-                                   replay_policy)
-from specdec_core.kpolicy import CostAwareK, FixedK, HeuristicK
-from specdec_core.theory import Costs, costs_from_traces
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NGramDrafter
+from specdec_core.decoding.engine import speculative_generate
+from specdec_core.policy.hindsight import (MAX_REPLAY_TOKENS, best_schedule, hindsight_split, iteration_cost,
+    outcomes, priced_ms, replay_policy)
+from specdec_core.policy.kpolicy import CostAwareK, FixedK, HeuristicK
+from specdec_core.policy.costmodel import Costs, costs_from_traces
 
 RISING = Costs(verify_ms=(10.0, 11.0, 12.0, 20.0, 30.0), draft_ms=0.1, draft_per_token=False,
                overhead_ms=1.0)

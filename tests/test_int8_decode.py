@@ -4,10 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from specdec_core import int8_decode
-from specdec_core.cpu_matmul import SmallBatchLinear
-from specdec_core.int8_decode import (Int8DecodeLinear, int8_linear, int8_ready, quantize_rows,
-                                      use_int8_decoding)
+from specdec_core.drafters import int8 as int8_decode
+from specdec_core.models.cpu_matmul import SmallBatchLinear
+from specdec_core.drafters.int8 import Int8DecodeLinear, int8_linear, int8_ready, quantize_rows, use_int8_decoding
 
 NATIVE = int8_ready(torch.zeros(2, 2))
 needs_native = pytest.mark.skipif(not NATIVE, reason="this CPU has no native bf16: the int8 path is off here")

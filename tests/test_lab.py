@@ -10,10 +10,10 @@ from scipy.stats import chisquare
 
 from conftest import make_tiny_lm
 from specdec_core import InjectedBugs, NGramDrafter
-from specdec_core.lab import (ExactDistribution, LabSettings, Outcomes, bug_notes, compare, exact_distribution,
-                              expected_tv_noise, next_token_probs, outcome_labeler, pooled_chi_square, run_exactness,
-                              sample_outcomes)
-from specdec_core.toy import make_toy_pair
+from specdec_core.teaching.lab import (ExactDistribution, LabSettings, Outcomes, bug_notes, compare,
+    exact_distribution, expected_tv_noise, next_token_probs, outcome_labeler, pooled_chi_square, run_exactness,
+    sample_outcomes)
+from specdec_core.teaching.toy import make_toy_pair
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

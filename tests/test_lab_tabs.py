@@ -11,7 +11,7 @@ from components import lab_tabs, tab_compare, tab_ksweep, tab_lab, tab_simulator
 from components.context import AppContext
 from specdec_core import InjectedBugs, LoadedModel, SpecConfig, Trace, speculative_generate
 from specdec_core.bugs import NO_BUGS
-from specdec_core.toy import make_toy_pair, pair_meta
+from specdec_core.teaching.toy import make_toy_pair, pair_meta
 
 ELEM_IDS = ["lab-setup", "lab-run", "lab-plot", "lab-verdict", "lab-details", "lab-bug-resample", "lab-bug-greedy",
             "lab-bug-drafttemp", "lab-bug-dropbonus", "sim-run", "sim-plot", "sim-position", "sim-tokens",

@@ -14,7 +14,7 @@ from components.limits import (RunClock, RunLimits, acquire_in_turn, folder_usag
 from components.live import PAIR_NGRAM, new_control, run_live
 from conftest import fault_on_forward
 from specdec_core import LoadedModel, Trace
-from specdec_core.model_pool import FairLock
+from specdec_core.models.pool import FairLock
 
 PROMPT = "Repeat exactly: red green blue, red green blue, red green blue, red green blue."
 

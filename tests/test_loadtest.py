@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from specdec_core.fuzz import file_payloads, names_field, run_cases
-from specdec_core.loadtest import SETTINGS, client, fingerprint, generate_args, run_load, start_app
+from tools.fuzz import file_payloads, names_field, run_cases
+from tools.loadtest import SETTINGS, client, fingerprint, generate_args, run_load, start_app
 
 API_FIELDS = {"with_baseline": "baseline"}      # run_cases field -> /generate parameter
 

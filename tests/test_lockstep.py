@@ -6,10 +6,11 @@ import pytest
 
 from conftest import make_tiny_lm
 from specdec_core.config import SpecConfig
-from specdec_core.drafters import ModelDrafter, NGramDrafter
-from specdec_core.engine import (baseline_generate, speculative_generate, stream_baseline,
-                                 stream_speculative)
-from specdec_core.lockstep import elapsed_ms, run_lockstep
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NGramDrafter
+from specdec_core.decoding.baseline import baseline_generate, stream_baseline
+from specdec_core.decoding.engine import speculative_generate, stream_speculative
+from specdec_core.decoding.lockstep import elapsed_ms, run_lockstep
 
 
 def fake(name: str, step_ms: float, steps: int, log: list):

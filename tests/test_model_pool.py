@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from specdec_core.model_pool import (PARAMS_M, FairLock, ModelPool, estimate_params, max_model_bytes, model_nbytes,
-                                     preset_size_gb)
-from specdec_core.models import PRESETS
+from specdec_core.models.pool import (PARAMS_M, FairLock, ModelPool, estimate_params, max_model_bytes, model_nbytes,
+    preset_size_gb)
+from specdec_core.models.loading import PRESETS
 
 MB = 1_000_000
 

@@ -8,8 +8,8 @@ import torch
 
 from conftest import fault_on_forward
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate
-from specdec_core.drafters import DraftPolicy, Proposal
-from specdec_core.proposal_check import DrafterError, ProposalError, check_proposal
+from specdec_core.drafters.base import DraftPolicy, Proposal
+from specdec_core.decoding.proposal_check import DrafterError, ProposalError, check_proposal
 
 V = 8
 CPU = torch.device("cpu")

@@ -7,10 +7,10 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import ModelDrafter, NGramDrafter, SpecConfig
-from specdec_core.sweeps import (Candidate, acceptance_vs_agreement, check_candidate, evaluate_drafts, k_sweep,
-                                 simulated_speedup, speedup_table)
-from specdec_core.theory import speedup
-from specdec_core.toy import ToyTokenizer, make_toy_pair
+from specdec_core.teaching.sweeps import (Candidate, acceptance_vs_agreement, check_candidate, evaluate_drafts,
+    k_sweep, simulated_speedup, speedup_table)
+from specdec_core.policy.closed_form import speedup
+from specdec_core.teaching.toy import ToyTokenizer, make_toy_pair
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from specdec_core.theory import (approximate_speedup, break_even_alpha, estimate_alpha, estimate_c, expected_tokens,
-                                 optimal_k, speedup)
+from specdec_core.policy.closed_form import (approximate_speedup, break_even_alpha, estimate_alpha, estimate_c,
+    expected_tokens, optimal_k, speedup)
 
 
 def enumerate_expected(alpha: float, k: int) -> float:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
-from specdec_core.sweeps import exact_alphas
-from specdec_core.toy import (WORDS, BigramLM, ToyTokenizer, draft_table, make_toy_pair, next_distributions,
-                              overlap, pair_from_config, pair_meta, step_view, target_table)
+from specdec_core.teaching.sweeps import exact_alphas
+from specdec_core.teaching.toy import (WORDS, BigramLM, ToyTokenizer, draft_table, make_toy_pair, next_distributions,
+    overlap, pair_from_config, pair_meta, step_view, target_table)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -51,7 +51,7 @@ def test_feature_draft_at_the_live_start_is_accepted_more_often_and_stays_exact(
     stops after its confidence falls, so far more of what it offers is accepted; it still offers a draft in
     every iteration; greedy output unchanged."""
     from specdec_core.config import LIVE_CONFIDENCE_STOP
-    from specdec_core.distill.prompts import heldout_prompts
+    from specdec_core.training.prompts import heldout_prompts
     model, tok = bundled
     draft = load_feature_draft(model)
     counts = {0.0: [0, 0], LIVE_CONFIDENCE_STOP: [0, 0]}

@@ -1,0 +1,171 @@
+"""Drafters: whatever proposes the K tokens the target then verifies.
+
+The protocol is small on purpose (``Drafter`` below):
+- ``start(prompt_ids)`` once per generation (a model drafter only resets its KV cache: it fills it on its
+  first draft, so a run whose K policy never drafts never pays for it);
+- ``propose(ids, k, policy)`` returns up to k tokens and, for each, the warped distribution q it was
+  drawn from (``None`` = a point mass on the token, as for the n-gram drafter);
+- ``rollback(valid_len)`` tells it that only ``ids[:valid_len]`` survived verification, so it can crop
+  its cache instead of starting over. The next ``propose`` gets the full sequence and absorbs the
+  tokens it has not seen yet (the resampled or bonus token) in the same forward as its first draft;
+  more than two unseen tokens (its prompt, or what was emitted while it sat out K = 0 iterations) get a
+  forward of their own first, timed apart as the proposal's ``catchup_ms``.
+- ``outlook(ids)`` (optional) says, for free, what the next proposal will be like (``DraftOutlook``).
+A drafter that reads the target's features (``feature_draft.FeatureDrafter``) also sets
+``reads_features = True``; the engine then calls ``observe_features(start, features)`` with the
+target's post-norm last hidden states after the prefill and after every verify forward, before the
+rollback (so the rows past the accepted prefix are dropped by it).
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from ..bugs import NO_BUGS, InjectedBugs
+from ..sampling import sample, warp_logits
+from ..timing import now_ms
+
+
+@dataclass
+class DraftPolicy:
+    """How drafts are drawn: the run's warping, its generator, and any injected bugs."""
+    temperature: float
+    top_k: int
+    top_p: float
+    generator: torch.Generator | None
+    eos_token_id: int | None = None
+    bugs: InjectedBugs = NO_BUGS
+    raw_probs: bool = True      # also return the unwarped q (display only; full traces want it)
+    confidence_stop: float = 0.0  # stop after a draft whose ``chain_confidence`` falls below this (0 = never)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass
+class Proposal:
+    tokens: list[int]                     # up to k drafted token ids
+    draft_probs: torch.Tensor | None      # (len(tokens), V) warped q each token was drawn from; None = point mass
+    raw_probs: torch.Tensor | None = None  # (len(tokens), V) unwarped softmax, for display only
+    forward_ms: list[float] = field(default_factory=list)  # one entry per draft forward / lookup
+    forwards: int = 0                     # model forwards actually run (the catch-up included)
+    catchup_ms: float = 0.0               # a forward over > 2 unseen tokens before the first draft step
+    stop: str = ""                        # why fewer than k drafts, in one line ("no n-gram match"); "" = not said
+
+
+@dataclass(frozen=True)
+class DraftOutlook:
+    """What a drafter can tell, for free, before it drafts (``outlook(ids)``, optional): the K policy
+    prices the next iteration with it."""
+    match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
+    ties: int | None = None        # prompt lookup: earlier occurrences that match as far back (1: unique)
+    agreeing: int | None = None    # prompt lookup: how many of those ties continue with the token it drafts first
+    available: int | None = None   # prompt lookup: tokens its source offers after the match
+    unseen: int | None = None      # a draft model: tokens it must run over before it can draft
+    copying: bool | None = None    # prompt lookup: the match reaches back past the first generated token (all
+                                   # generated so far copies its source); None before any token or without start()
+    to_eos: int | None = None      # prompt lookup: its source reaches the end-of-sequence token after this many
+                                   # tokens (the EOS included: a copy that holds ends the run there); None: it
+                                   # does not within MAX_MATCH tokens, or not told the token
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    name: str
+
+    def start(self, prompt_ids: list[int]) -> int: ...          # returns forwards run (prefill)
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal: ...
+    def rollback(self, valid_len: int) -> None: ...
+
+
+def outlook_of(drafter: Any) -> Callable[[list[int], int | None], DraftOutlook] | None:
+    """The drafter's optional ``outlook``, as a function of (ids, end-of-sequence token id); None if it has
+    none. An ``outlook(ids)`` without the ``eos_token_id`` keyword (a custom drafter) is called without it."""
+    fn = getattr(drafter, "outlook", None)
+    if not callable(fn):
+        return None
+    try:
+        takes_eos = "eos_token_id" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_eos = False
+    return (lambda ids, eos: fn(ids, eos_token_id=eos)) if takes_eos else (lambda ids, eos: fn(ids))
+
+
+CATCHUP_MIN = 2   # unseen tokens a draft model's first step absorbs itself (the bonus and the last draft)
+
+
+def with_catchup(prop: Proposal, catchup_ms: float) -> Proposal:
+    """``prop`` with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
+    if catchup_ms > 0:
+        prop.catchup_ms, prop.forwards = catchup_ms, prop.forwards + 1
+    return prop
+
+
+def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The drafted token and the warped q it was drawn from (None when greedy: q is the point mass on
+    the argmax, and no (V,) one-hot is built). Injected bugs change only how the token is drawn."""
+    if policy.greedy:
+        return logits.argmax(-1), None
+    q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
+    bugs = policy.bugs
+    if bugs.greedy_draft_ratio_rule:
+        return logits.argmax(-1), q
+    if bugs.draft_temperature is not None:
+        return sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator), q
+    return sample(q, policy.generator), q
+
+
+def chain_confidence(chain: float, logits: torch.Tensor) -> float:
+    """The draft's own estimate that its drafts so far AND the next one are all accepted: the running
+    product of its top unwarped probability at each step. The draft's top probability tracks how often
+    the target accepts its token closely (docs/trained-drafts.md, "The confidence stop"), so the product is a
+    cheap forecast of the chain surviving verification. It reads q only, never p, so stopping on it leaves
+    the output distribution exact (it decides only how many drafts are offered, from the draft's side)."""
+    return chain * float(logits.float().softmax(-1).max())
+
+
+def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
+                        device: torch.device, t0: float | None = None) -> Proposal:
+    """Up to k drafts, one ``step(i, previous_token)`` each (it returns the (V,) draft logits; the previous
+    token is None for the first). Stops after EOS, and after a draft whose ``chain_confidence`` is below
+    ``policy.confidence_stop``: that draft is still offered (its forward has run, and verifying one more
+    token costs little), the next ones are not drafted. As transformers' assistant confidence threshold
+    does. ``t0``: when the first step's clock started, if earlier."""
+    tokens: list[torch.Tensor] = []
+    qs, raws, times = [], [], []
+    prev = None
+    chain = 1.0
+    stop = ""
+    for i in range(k):
+        t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
+        logits = step(i, prev)
+        tok, q = draw_draft_token(logits, policy)
+        if q is not None:
+            qs.append(q)
+        times.append(now_ms(device) - t_start)
+        tokens.append(tok)
+        raws.append(logits)
+        prev = tok
+        if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
+            stop = "the draft drew the end-of-sequence token" if i < k - 1 else ""
+            break
+        if policy.confidence_stop > 0 and i < k - 1:
+            chain = chain_confidence(chain, logits)
+            if chain < policy.confidence_stop:
+                which = "draft 1 is" if i == 0 else f"drafts 1–{i + 1} are all"
+                stop = (f"the draft's confidence that {which} accepted, {chain:.2f}, fell below the confidence "
+                        f"stop {policy.confidence_stop:g}")
+                break
+    if not tokens:                                   # k <= 0
+        return Proposal([], None)
+    draft_probs = torch.stack(qs) if qs else None
+    raw = None
+    if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
+        plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
+        raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
+    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(times), stop=stop)

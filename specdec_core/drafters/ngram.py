@@ -1,0 +1,114 @@
+"""Prompt lookup: draft the tokens that followed an earlier occurrence of the sequence's last n tokens
+(q is a point mass, so alpha = p(x))."""
+from __future__ import annotations
+
+from typing import NamedTuple
+import numpy as np
+import torch
+from ..timing import now_ms
+from .base import DraftOutlook, DraftPolicy, Proposal
+
+
+class NGramDrafter:
+    """Prompt lookup: find an earlier occurrence of the sequence's last n tokens (n from ``max_ngram``
+    down to ``min_ngram``) in prompt + generated text and propose the tokens that followed it. Of several
+    occurrences it takes the one whose match reaches furthest back (a copy keeps following its source
+    rather than jumping to another place with the same last few tokens), the most recent among equals.
+    q is a point mass, so alpha = p(x) and the residual is p with x removed."""
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self.name = "ngram"
+        self._match: tuple[tuple, Match] | None = None   # (key of ids, its match)
+        self._prompt_len: int | None = None
+
+    def fresh(self) -> "NGramDrafter":
+        """The same lookup with a state of its own (runs side by side need one each)."""
+        return NGramDrafter(self.max_ngram, self.min_ngram)
+
+    def start(self, prompt_ids: list[int]) -> int:
+        self._match = None
+        self._prompt_len = len(prompt_ids)
+        return 0
+
+    def _find(self, ids: list[int]) -> Match:
+        key = (len(ids), tuple(ids[-8:]))        # outlook and propose of one iteration share the lookup
+        if self._match is None or self._match[0] != key:
+            self._match = (key, find_match(np.asarray(ids), self.max_ngram, self.min_ngram))
+        return self._match[1]
+
+    def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
+        m = self._find(ids)
+        if not m.length:
+            return DraftOutlook(match_len=0, available=0, ties=m.ties, agreeing=m.agreeing)
+        generated = len(ids) - self._prompt_len if self._prompt_len is not None else 0
+        source = ids[m.start:m.start + MAX_MATCH]
+        return DraftOutlook(match_len=m.length, available=len(ids) - m.start, ties=m.ties, agreeing=m.agreeing,
+                            copying=m.length > generated if generated > 0 else None,
+                            to_eos=source.index(eos_token_id) + 1 if eos_token_id in source else None)
+
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
+        t0 = now_ms(torch.device("cpu"))
+        m = self._find(ids)
+        tokens = ids[m.start:m.start + k] if m.length and k > 0 else []
+        stop = "no n-gram match" if not m.length else (
+            f"the match's source has only {len(tokens)} token(s) after it" if len(tokens) < k else "")
+        if policy.eos_token_id is not None and policy.eos_token_id in tokens[:-1]:
+            tokens = tokens[: tokens.index(policy.eos_token_id) + 1]
+            stop = "the copy reached the end-of-sequence token"
+        return Proposal(tokens, None, None, [now_ms(torch.device("cpu")) - t0], 0, stop=stop if k > 0 else "")
+
+    def rollback(self, valid_len: int) -> None:
+        pass
+
+
+MAX_MATCH = 64   # how far back a prompt-lookup match is followed (and the longest match length reported)
+
+
+class Match(NamedTuple):
+    """Prompt lookup's match (``find_match``)."""
+    start: int         # where the continuation it proposes starts (-1: no match)
+    length: int        # how many of the sequence's last tokens it matches (0: none)
+    ties: int          # earlier occurrences that match as far back
+    agreeing: int      # how many of those ties are followed by the token at ``start``
+
+
+NO_MATCH = Match(-1, 0, 0, 0)
+
+
+def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
+    """Where prompt lookup's continuation starts, the length of its match and how many occurrences tie
+    with it: the earlier occurrence of the last n tokens (longest n first) whose agreement with the
+    sequence's end reaches furthest back (counted up to ``MAX_MATCH`` tokens), the most recent among
+    equals; and how many of the occurrences that tie with it continue the same way."""
+    n_ids = len(ids)
+    for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
+        pattern = ids[n_ids - n:]
+        # windows starting at 0 .. n_ids-n-1 (the trailing occurrence itself is excluded)
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:n_ids - 1], n)
+        hits = np.flatnonzero((windows == pattern).all(axis=1))
+        if not len(hits):
+            continue
+        back = np.arange(1, MAX_MATCH - n + 1)                     # compare ids[h - b] with ids[n_ids - n - b]
+        before = hits[:, None] - back[None, :]
+        ref_at = n_ids - n - back
+        ok = (before >= 0) & (ref_at >= 0)[None, :]
+        same = ok & (ids[np.clip(before, 0, None)] == ids[np.clip(ref_at, 0, None)][None, :])
+        extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
+        best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
+        start = int(hits[best]) + n
+        tied = hits[extra == extra[best]]
+        agreeing = int((ids[tied + n] == ids[start]).sum())        # every hit is followed by a token (hits < n_ids - n)
+        return Match(start, n + int(extra[best]), len(tied), agreeing)
+    return NO_MATCH
+
+
+def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
+    """Up to k tokens of prompt lookup's continuation (``find_match``)."""
+    if k <= 0:
+        return []
+    m = find_match(ids, max_ngram, min_ngram)
+    return ids[m.start:m.start + k].tolist() if m.length else []

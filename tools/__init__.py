@@ -1,0 +1,1 @@
+"""Developer tools used by the tests: the HTTP load test and the input fuzzer."""
