@@ -1,6 +1,6 @@
 """Lockstep: several generation streams advanced side by side, so that they share the machine's speed.
 
-A shared CPU's speed wanders. Measured on this project's 2-core machine (2026-11-28): a one-token
+A shared CPU's speed wanders. Measured on this project's 2-core machine: a one-token
 forward of the bundled target varied by 13 % from one forward to the next, the variation lasting about
 half a second (correlation 0.6 between neighbouring forwards, none five forwards apart). Runs of 1-4 s,
 one after the other, inherit it: the same prompt-lookup config run twice in a row, ten times, gave

@@ -7,7 +7,7 @@ draft's out of the caches. Kept as int8, one scale per output row (symmetric: sc
 same step reads a quarter of the bytes, and torch's weight-only int8 kernel (``torch._weight_int8pack_mm``,
 bf16 activations) computes it.
 
-Measured on this project's 2-core AMD EPYC CPU (2026-11-26, the shipped feature draft, one token after a
+Measured on this project's 2-core AMD EPYC CPU (the shipped feature draft, one token after a
 60-token cache, 200 steps, two rounds): a whole draft step, head included, took 0.52–0.56 ms instead of
 1.51–1.56 ms with the bf16 head and float32 layer before it (1.63–1.71 ms all in float32), and 1.44–1.48 ms
 instead of 2.34–2.53 ms with the caches flushed before every step (what a step after a verify forward sees).

@@ -15,7 +15,7 @@ nearly flat up to 4 tokens, as on a GPU.
 Some widths are slow in themselves: 3 rows, and 11–15 rows with two threads (a forward of 13–15 tokens
 took 88–107 ms against 58 ms for 16). Those are padded with zero rows to the width that is cheaper (3 → 4,
 11–15 → 16): a forward of n = 3 / 11 / 12 / 13–15 tokens then took 25 / 58–59 / 58 / 58–60 ms instead of
-28 / 64–65 / 70–71 / 88–107 (two threads, two interleaved series of 7 rounds, 2026-11-23), and 39 instead
+28 / 64–65 / 70–71 / 88–107 (two threads, two interleaved series of 7 rounds), and 39 instead
 of 48 ms for 3 tokens with one thread. ``PAD_ROWS`` holds the table.
 
 With one thread, 5 rows and more are compute-bound: for 5–8 rows the two paths took 61–100 ms (weight-major)

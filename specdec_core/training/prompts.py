@@ -2,7 +2,7 @@
 chat prompts.
 
 Training draws from two pools. The narrow pool is every pair of ``TRAIN_TEMPLATES`` × ``TRAIN_TOPICS``
-(4,212 prompts, what the token-only draft was trained on). The broad pool (the default since 2026-11-26) adds
+(4,212 prompts, what the token-only draft was trained on). The broad pool (the default) adds
 ``BROAD_TEMPLATES`` and ``BROAD_TOPICS`` (questions, requests, casual and task forms; topics from daily life
 to science) and ``STANDALONE_PROMPTS``: a draft trained on the narrow pool agreed with the target clearly
 less on free-form chat prompts than on held-out template prompts (docs/trained-drafts.md, "The prompt pool").

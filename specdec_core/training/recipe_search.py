@@ -7,7 +7,7 @@ small), all scored on the same held-out answers:
  1. data - the target answers the training prompts (only the parts the chosen variants use, ``PARTS``):
            A = the narrow pool (``prompts.training_prompts(..., broad=False)``), greedy and sampled batches
            alternating as the distill command does, up to 160 tokens; B = the same prompts, every answer
-           sampled (T 0.8, top-p 0.95; top-k 256 since 2026-11-26 16:00 UTC); N = the narrow pool as the
+           sampled (T 0.8, top-p 0.95, top-k 256); N = the narrow pool as the
            distill command answers it (up to 80 tokens); W = twice as many prompts of the broad pool, alternating, up to 80 tokens. The target's
            features by one teacher-forced pass. Held-out greedy answers (64 tokens) to two sets: template
            pairs (``HELDOUT_TEMPLATES`` × ``HELDOUT_TOPICS``: templates and topics never trained on) and
@@ -52,7 +52,7 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "shipped-2026-11-23": Variant("A", 1024, 0, 8),
+    "shipped-recipe": Variant("A", 1024, 0, 8),
     "2k-prompts-e4": Variant("A", 2048, 0, 4),
     "2k-prompts-e8": Variant("A", 2048, 0, 8),
     "all-prompts-e3": Variant("A", 4212, 0, 3),
@@ -66,13 +66,13 @@ VARIANTS: dict[str, Variant] = {
     "two-answers-e2": Variant("AB", 4212, 0, 2),
     "two-answers-e3-lr4e-3": Variant("AB", 4212, 0, 3, lr=4e-3),
     "two-answers-e4": Variant("AB", 4212, 0, 4),
-    # the prompt pool (2026-11-26): narrow as shipped until then, broad at the same and at other budgets
+    # the prompt pool: narrow, and broad at the same and at other budgets
     "narrow-80tok-e5": Variant("N", 4212, 80, 5),
     "broad-80tok-e5": Variant("W", 4212, 80, 5),
     "broad-8k-prompts-40tok-e5": Variant("W", 8424, 40, 5),
     "broad-6k-prompts-56tok-e5": Variant("W", 6318, 56, 5),
     "broad-80tok-e8": Variant("W", 4212, 80, 8),
-    # regularisation against the gap between training and held-out agreement (2026-11-26: the shipped draft
+    # regularisation against the gap between training and held-out agreement (the shipped draft
     # agrees 0.66 with its own training answers, 0.53 with held-out ones), and twice the data
     "broad-e8-noise0.2": Variant("W", 4212, 80, 8, feat_noise=0.2),
     "broad-e8-noise0.5": Variant("W", 4212, 80, 8, feat_noise=0.5),
