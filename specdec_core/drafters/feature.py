@@ -32,7 +32,7 @@ from ..timing import now_ms
 from .trained import (SHARED_MODULES, DraftFilesError, draft_config, draft_vocab_logits, full_vocab_logits,
     read_card, read_weights, ready_for_decoding, write_card)
 
-ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_feature_draft")
+ASSET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "smollm2_feature_draft")
 WEIGHTS = "feature_draft.safetensors"
 REBUILD = "python -m specdec_core.distill --design feature"
 

@@ -25,7 +25,7 @@ import torch
 from ..models.cpu_matmul import small_batch_linear
 from .int8 import Int8Cache, int8_linear, int8_ready, use_int8_decoding, wants_grad
 
-ASSET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "smollm2_draft")
+ASSET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "smollm2_draft")
 CARD = "draft_card.json"
 REBUILD = "python -m specdec_core.distill"
 T = TypeVar("T")
