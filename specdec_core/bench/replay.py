@@ -8,7 +8,7 @@ A greedy run emits the baseline's tokens whatever its K policy, and prompt looku
 text alone, so one greedy answer per prompt is enough to re-enact every policy on it
 (``hindsight.replay_policy``) and price its decisions with one cost model, in milliseconds of compute rather
 than minutes of machine time, and without the run-to-run noise of a shared CPU. The answers are the bundled
-model's, greedy: the bench prompts, held-out open-ended prompts (``distill.prompts.heldout_prompts``) and copy
+model's, greedy: the bench prompts, held-out open-ended prompts (``training.prompts.heldout_prompts``) and copy
 tasks that ask it to repeat one of its own held-out answers word for word (``--answers PATH`` keeps them
 for the next call). The costs are this machine's: the target's verify curve (``calibration``, or one given
 with ``--verify-ms``: the curve of a quiet day, or a GPU's) and the lookup and per-iteration overhead read
