@@ -9,59 +9,59 @@ app's Blocks; ``finish_api(demo)`` then makes every other event private, so the 
 two endpoints and nothing auto-named.
 
 API values arrive as raw JSON (no component converts them), so every one is checked here with the same
-messages the Live tab gives (``live.make_config``), and a wrong value becomes a ``gr.Error`` naming it:
+messages the Live tab gives (``session.make_config``), and a wrong value becomes a ``gr.Error`` naming it:
 ``gradio_client`` raises it as an ``AppError`` carrying that message.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 from gradio import utils as gr_utils
 
 from specdec_core import Trace
-from specdec_core.decoding.baseline import stream_baseline
-from specdec_core.decoding.engine import stream_speculative
+from specdec_core.config import recommended_config
 
 from .gpu import gpu_task
-from .limits import RunClock, RunLimits, run_on
-from .live import (DEFAULT_PAIR, LOCK_WAIT_S, Pool, acquire_locks, encode_for, make_config, pair_choices,
-                   resolve_pair)
+from .pairs import DEFAULT_PAIR, Pool, pair_keys
 from .replay import MAX_BYTES
+from .session import make_config, run_session
 from .summary import summary_line
 
 API_NAMES = ("generate", "validate_trace")
+DEFAULTS = recommended_config()   # /generate's defaults: the Live tab's first values and the CLI's defaults
 
 
-def _flag(name: str, value: Any) -> bool:
-    """A yes/no setting: only true/false (a string such as "false" would otherwise count as yes)."""
+def _flag(name: str, value: Any, unset_ok: bool = False) -> bool | None:
+    """A yes/no setting: only true/false (a string such as "false" would otherwise count as yes); None
+    where ``unset_ok`` (not given)."""
+    if value is None and unset_ok:
+        return None
     if not isinstance(value, bool):
         raise gr.Error(f"{name} must be true or false, got {value!r}")
     return value
 
 
-def pair_keys() -> list[str]:
-    """The pair keys ``/generate`` accepts: the Live tab's pair selector values, in its order."""
-    return [key for _, key in pair_choices()]
-
-
-def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adaptive_k: bool = False,
-             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, max_new_tokens: int = 64, seed: int = 0,
-             chat: bool = True, baseline: bool = False, k_policy: str = "", confidence_stop: float = 0.0
+def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULTS.k, adaptive_k: bool | None = None,
+             temperature: float = DEFAULTS.temperature, top_k: int = DEFAULTS.top_k, top_p: float = DEFAULTS.top_p,
+             max_new_tokens: int = DEFAULTS.max_new_tokens, seed: int = DEFAULTS.seed, chat: bool = True,
+             baseline: bool = False, k_policy: str = "", confidence_stop: float = DEFAULTS.confidence_stop
              ) -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
-    and a one-line summary.
+    and a one-line summary. The defaults are the recommended settings (specdec_core.config.recommended_config,
+    the same as the Live tab's first values and the CLI's defaults); a value passed explicitly is used as given.
 
     Parameters:
         prompt: the text to continue (as one chat turn when chat is true)
         pair: target <- draft pair, a key of the Live tab's selector, e.g. "bundled|ngram" (SmolLM2-135M + prompt lookup) or "bundled|self"
         k: drafts per iteration, 1-16 (the cap unless the K policy is fixed)
-        adaptive_k: shorthand for k_policy: false = fixed K; true = "heuristic" (+2 after a clean sweep, -1 otherwise)
+        adaptive_k: shorthand for k_policy: false = fixed K; true = "heuristic" (+2 after a clean sweep, -1 otherwise); null (default) = as k_policy says
         temperature: 0 = greedy, up to 5
         top_k: keep the k most likely tokens, 0 = off
         top_p: nucleus mass in (0, 1], 1 = off
@@ -69,8 +69,8 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         seed: same seed, same trace
         chat: wrap the prompt in the model's chat template
         baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
-        k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" = as adaptive_k says
-        confidence_stop: 0 = off (default: K drafts per iteration); up to 0.95: a model draft stops drafting after a draft that takes its own confidence that all its drafts so far will be accepted (the product of its top probabilities) below this; that draft is still offered (the Live tab starts at 0.3)
+        k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" (default) = as adaptive_k says, or the recommended policy when neither is given
+        confidence_stop: 0 = off (K drafts per iteration); up to 0.95: a model draft stops drafting after a draft that takes its own confidence that all its drafts so far will be accepted (the product of its top probabilities) below this; that draft is still offered
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
@@ -79,47 +79,22 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = 4, adap
         raise gr.Error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
     if not isinstance(prompt, str):
         raise gr.Error(f"prompt must be text, got {prompt!r}")
-    adaptive = _flag("adaptive_k", adaptive_k)
+    adaptive = _flag("adaptive_k", adaptive_k, unset_ok=True)
     if k_policy not in ("", None) and adaptive and k_policy != "heuristic":
         raise gr.Error(f"adaptive_k=true means k_policy='heuristic'; it cannot be combined with k_policy={k_policy!r:.40}")
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed,
-                      adaptive if k_policy in ("", None) else k_policy, confidence_stop)
+    if k_policy not in ("", None):
+        policy: Any = k_policy
+    elif adaptive is None:
+        policy = DEFAULTS.k_policy             # neither given: the recommended policy
+    else:
+        policy = adaptive                      # false = fixed K, true = the heuristic (make_config)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, policy, confidence_stop)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
-    try:
-        p = resolve_pair(pool, pair)
-    except (ValueError, RuntimeError) as e:
-        raise gr.Error(f"Could not load the model pair: {e}") from e
-    ids = encode_for(p, prompt, chat_, cfg.max_new_tokens)
-    limits = RunLimits.from_env()
-    held = acquire_locks(p.locks(), LOCK_WAIT_S)
-    clock = RunClock(limits)                  # a run past SPECDEC_MAX_RUN_S / _TOKENS is cut, its trace kept
-    with run_on(held):
-        tok = p.target.tokenizer
-        trace, cut = _limited(stream_speculative(p.target.model, p.drafter(), ids, cfg, tok, prompt=prompt,
-                                                 meta=p.meta), lambda t: clock.exceeded(t.stats.new_tokens))
-        if cut:
-            trace.finish_reason = "limit"
-        elif baseline_:
-            base, cut = _limited(stream_baseline(p.target.model, ids, cfg, tok),
-                                 lambda b: "" if clock.elapsed() < limits.max_seconds else "time")
-            trace.baseline = None if cut else base    # an incomplete baseline would skew the comparison
+    session = run_session(pool, pair, prompt, cfg, chat=chat_, with_baseline=bool(baseline_))
+    with contextlib.closing(session):
+        for event in session:              # waits in turn; a run past a limit is cut, its trace kept
+            trace = event.trace            # the last event ("done") carries the finished trace
     return trace.to_dict(), summary_line(trace)
-
-
-def _limited(stream: Iterator[Any], over: Callable[[Any], str]) -> tuple[Any, bool]:
-    """(the last value of ``stream``, whether it was cut): stops early once ``over(value)`` names a limit
-    (a speculative trace that has already finished is never cut); the stream is closed either way."""
-    last, cut = None, False
-    try:
-        for last in stream:
-            if not getattr(last, "finish_reason", "") and over(last):
-                cut = True
-                break
-    finally:
-        stream.close()
-    if last is None:
-        raise gr.Error("Generation failed: the engine produced nothing.")
-    return last, cut
 
 
 def validate_trace(trace: str | dict) -> str:
@@ -200,4 +175,4 @@ def finish_api(demo: gr.Blocks, keep: tuple[str, ...] = API_NAMES) -> None:
     demo.config = demo.get_config_file()       # launch() recomputes it too; get_api_info() reads this one
 
 
-__all__ = ["generate", "validate_trace", "add_api", "finish_api", "pair_keys", "API_NAMES"]
+__all__ = ["generate", "validate_trace", "add_api", "finish_api", "pair_keys", "API_NAMES", "DEFAULTS"]

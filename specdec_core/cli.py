@@ -5,11 +5,12 @@ import argparse
 import json
 import sys
 
-from .config import (MAX_K, MAX_NEW_TOKENS, RECOMMENDED_CONFIDENCE_STOP, RECOMMENDED_K_CAP, RECOMMENDED_K_POLICY,
-    recommended_config)
+from .config import MAX_K, MAX_NEW_TOKENS, SpecConfig, recommended_config
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The CLI's options; every run setting defaults to ``recommended_config()`` (as the app and /generate)."""
+    rec = recommended_config()
     ap = argparse.ArgumentParser(prog="python -m specdec_core",
                                  description="Speculative decoding with a full per-iteration trace. "
                                              "With no model arguments it runs the bundled SmolLM2-135M offline.")
@@ -19,22 +20,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="'ngram' (default, prompt lookup), 'feature' / 'trained' (the project's trained drafts for the bundled "
                          "target), 'self' (the target drafts for itself), 'bundled', "
                          "a hub id or a local folder")
-    ap.add_argument("--k", type=int, default=RECOMMENDED_K_CAP,
+    ap.add_argument("--k", type=int, default=rec.k,
                     help=f"draft tokens per iteration, the maximum unless --k-policy fixed (1..{MAX_K}; "
-                         f"default {RECOMMENDED_K_CAP})")
+                         f"default {rec.k})")
     ap.add_argument("--adaptive-k", action="store_true", help="same as --k-policy heuristic (K is the maximum)")
     ap.add_argument("--k-policy", default="", choices=("", "fixed", "heuristic", "cost"),
                     help="how K is chosen each iteration: fixed, heuristic (+2/-1) or cost (calibrated cost model; "
-                         f"K is the maximum); default {RECOMMENDED_K_POLICY} (heuristic with --adaptive-k)")
-    ap.add_argument("--confidence-stop", type=float, default=RECOMMENDED_CONFIDENCE_STOP,
+                         f"K is the maximum); default {rec.k_policy} (heuristic with --adaptive-k)")
+    ap.add_argument("--confidence-stop", type=float, default=rec.confidence_stop,
                     help="a model draft stops drafting after a draft that takes its own confidence that all its "
                          "drafts so far will be accepted below this (that draft is still offered); 0 = off, "
-                         f"below 1; default {RECOMMENDED_CONFIDENCE_STOP}")
-    ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    ap.add_argument("--top-k", type=int, default=0, help="0 = off")
-    ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
-    ap.add_argument("--max-new-tokens", type=int, default=64, help=f"1..{MAX_NEW_TOKENS}")
-    ap.add_argument("--seed", type=int, default=0)
+                         f"below 1; default {rec.confidence_stop}")
+    ap.add_argument("--temperature", type=float, default=rec.temperature,
+                    help=f"0 = greedy; default {rec.temperature:g}")
+    ap.add_argument("--top-k", type=int, default=rec.top_k, help=f"0 = off; default {rec.top_k}")
+    ap.add_argument("--top-p", type=float, default=rec.top_p, help=f"1.0 = off; default {rec.top_p:g}")
+    ap.add_argument("--max-new-tokens", type=int, default=rec.max_new_tokens,
+                    help=f"1..{MAX_NEW_TOKENS}; default {rec.max_new_tokens}")
+    ap.add_argument("--seed", type=int, default=rec.seed, help=f"default {rec.seed}")
     ap.add_argument("--raw", action="store_true", help="do not apply the chat template")
     ap.add_argument("--baseline", action="store_true", help="also run target-only generation and compare")
     ap.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
@@ -63,15 +66,20 @@ def summary_lines(trace, baseline=None) -> list[str]:
     return lines
 
 
+def config_from_args(args: argparse.Namespace) -> SpecConfig:
+    """The run's settings: ``recommended_config()`` with the options given (their defaults are its values)."""
+    return recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                              max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
+                              k_policy=args.k_policy, confidence_stop=args.confidence_stop)
+
+
 def run(args: argparse.Namespace) -> int:
     from .decoding.baseline import baseline_generate, warm_up
     from .decoding.engine import speculative_generate
     from .models.pool import ModelPool
     from .drafters.registry import make_drafter
     from .models.loading import encode_prompt, validate_model_id
-    cfg = recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                             max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
-                             k_policy=args.k_policy, confidence_stop=args.confidence_stop)
+    cfg = config_from_args(args)
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything

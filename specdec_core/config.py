@@ -6,16 +6,13 @@ from dataclasses import asdict, dataclass
 MAX_K = 64
 MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
 K_POLICIES = ("fixed", "heuristic", "cost")
-DEFAULT_K_POLICY = "fixed"   # SpecConfig(k=K) runs K drafts per iteration unless told otherwise (the
-                             # teaching tabs and the library rely on that)
-RECOMMENDED_K_POLICY = "cost"  # what the CLI (and the bench's "ours default") start with: measured best,
-RECOMMENDED_K_CAP = 10         # see the README's Performance section; 10 = transformers' prompt-lookup default
-LIVE_CONFIDENCE_STOP = 0.3     # the Live tab's start (fixed K = 4): with the shipped feature draft on held-out
-                               # prompts, accepted ÷ drafted 0.23 -> 0.43 and a draft in every iteration (its card;
-                               # docs/trained-drafts.md, "The confidence stop")
-RECOMMENDED_CONFIDENCE_STOP = LIVE_CONFIDENCE_STOP  # ... and with the cost-aware K: as fast or faster on held-out
-                               # prompts (1.32-1.33x against 1.27-1.29x), about a third fewer rejected drafts
-                               # (bench --only heldout, 2026-11-25)
+
+# The recommended settings (``recommended_config``): what the app's Live tab starts with, /generate's defaults
+# and the CLI's; the measurements behind them are in docs/cost-model.md and docs/trained-drafts.md.
+RECOMMENDED_K_POLICY = "cost"      # K chosen each iteration for the most predicted tokens/s
+RECOMMENDED_K_CAP = 10             # the cost policy's largest K; 10 = transformers' prompt-lookup default
+RECOMMENDED_CONFIDENCE_STOP = 0.3  # a model draft stops once its confidence that all its drafts so far are
+                                   # accepted falls below this: fewer rejected drafts, as fast or faster
 
 
 @dataclass(frozen=True)
@@ -29,7 +26,8 @@ class SpecConfig:
     adaptive_k: bool = False    # shorthand for k_policy="heuristic" (kept for old callers and traces)
     full_trace: bool = True     # False keeps only what the stats need (token texts, top-10 lists skipped)
     k_policy: str = ""          # "fixed" | "heuristic" (+2/-1) | "cost" (calibrated costs); "" = heuristic
-                                # if adaptive_k else DEFAULT_K_POLICY. Resolved on construction.
+                                # if adaptive_k else fixed (the library's plain default: SpecConfig(k=K) runs
+                                # K drafts per iteration). Resolved on construction.
     confidence_stop: float = 0.0  # a model draft stops after a draft that takes its own confidence that every
                                 # draft so far is accepted (drafters.chain_confidence) below this; 0 = off (K drafts)
 
@@ -43,7 +41,7 @@ class SpecConfig:
             raise ValueError(f"adaptive_k=True means k_policy='heuristic'; it cannot be combined with "
                              f"k_policy={policy!r}")
         if not policy:
-            policy = "heuristic" if self.adaptive_k else DEFAULT_K_POLICY
+            policy = "heuristic" if self.adaptive_k else "fixed"
         object.__setattr__(self, "k_policy", policy)
         object.__setattr__(self, "adaptive_k", policy == "heuristic")
         _check_int("k", self.k)
@@ -82,9 +80,11 @@ def _check_int(name: str, value: object) -> None:
 
 
 def recommended_config(**overrides: object) -> SpecConfig:
-    """The recommended settings for a real run: the cost-aware K policy capped at RECOMMENDED_K_CAP, and a model
-    draft's confidence stop at RECOMMENDED_CONFIDENCE_STOP (prompt lookup has no confidence: it is unaffected).
-    ``overrides`` win; ``k_policy=""`` means "not given", and ``adaptive_k=True`` selects the heuristic."""
+    """The recommended settings for a real run, the one definition behind the Live tab's first values,
+    /generate's defaults and the CLI's: the cost-aware K policy capped at RECOMMENDED_K_CAP, a model draft's
+    confidence stop at RECOMMENDED_CONFIDENCE_STOP (prompt lookup has no confidence: it is unaffected), and
+    SpecConfig's own sampling defaults (greedy, 64 new tokens, seed 0). ``overrides`` win; ``k_policy=""``
+    means "not given", and ``adaptive_k=True`` selects the heuristic."""
     kw: dict = {"k": RECOMMENDED_K_CAP, "confidence_stop": RECOMMENDED_CONFIDENCE_STOP,
                 **{k: v for k, v in overrides.items() if not (k == "k_policy" and v == "")}}
     if "k_policy" not in kw and not kw.get("adaptive_k"):

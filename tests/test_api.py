@@ -1,8 +1,9 @@
-"""The scripting API: /generate and /validate_trace called directly, then through gradio_client against
-the app started in this process (the bundled model loaded once, by the session fixture); the API
-description lists exactly the two named endpoints."""
+"""The scripting API: /generate and /validate_trace called directly (the bundled model loaded once, by the
+session fixture), then through gradio_client against the session's app (``app_server`` in conftest.py); the
+API description lists exactly the two named endpoints."""
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import threading
@@ -13,8 +14,10 @@ import pytest
 
 import app
 from components.api import API_NAMES, generate, pair_keys, validate_trace
-from components.live import PAIR_NGRAM, pair_choices
+from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, pair_choices
 from specdec_core import LoadedModel, ModelPool, Trace
+from specdec_core.cli import build_parser, config_from_args
+from specdec_core.config import recommended_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "ngram_extractive.json"
@@ -72,17 +75,47 @@ def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
 
 
 def test_k_policy_reaches_the_trace(pool):
-    for policy, adaptive in (("cost", False), ("", True), ("heuristic", True), ("fixed", False)):
+    """Explicit values are used as given; adaptive_k=false (given) is fixed K, as it always was."""
+    for policy, adaptive, want in (("cost", False, "cost"), ("", True, "heuristic"), ("heuristic", True, "heuristic"),
+                                   ("fixed", False, "fixed"), ("", False, "fixed"), ("", None, "cost")):
         trace = Trace.from_dict(generate(pool, PROMPT, PAIR_NGRAM, k=3, adaptive_k=adaptive, k_policy=policy,
                                          max_new_tokens=6)[0])
-        assert trace.config["k_policy"] == (policy or "heuristic")
-        assert all(it.k_reason for it in trace.iterations) or policy != "cost"
+        assert (trace.config["k_policy"], trace.config["k"]) == (want, 3)
+        assert all(it.k_reason for it in trace.iterations) or want != "cost"
 
 
 def test_confidence_stop_reaches_the_trace(pool):
-    trace = Trace.from_dict(generate(pool, PROMPT, k=4, confidence_stop=0.3, max_new_tokens=6)[0])
-    assert trace.config["confidence_stop"] == 0.3
-    assert Trace.from_dict(generate(pool, PROMPT, k=4, max_new_tokens=6)[0]).config["confidence_stop"] == 0
+    trace = Trace.from_dict(generate(pool, PROMPT, k=4, confidence_stop=0.0, max_new_tokens=6)[0])
+    assert trace.config["confidence_stop"] == 0
+    trace = Trace.from_dict(generate(pool, PROMPT, k=4, k_policy="fixed", max_new_tokens=6)[0])
+    assert trace.config["confidence_stop"] == recommended_config().confidence_stop > 0
+
+
+def test_live_generate_and_the_cli_start_from_the_recommended_config():
+    """One set of defaults: the Live tab's first values, /generate's defaults and the CLI's are recommended_config()."""
+    rec = recommended_config()
+    demo = app.build_demo(ModelPool())
+    values = {c["props"].get("elem_id"): c["props"].get("value") for c in demo.config["components"]}
+    assert (values["k"], values["k-policy"], values["confidence-stop"], values["temperature"], values["top-k"],
+            values["top-p"], values["max-new"], values["seed"]) == (rec.k, rec.k_policy, rec.confidence_stop,
+                                                                    rec.temperature, rec.top_k, rec.top_p,
+                                                                    rec.max_new_tokens, rec.seed)
+    defaults = {n: p.default for n, p in inspect.signature(generate).parameters.items()}
+    assert {n: defaults[n] for n in ("k", "temperature", "top_k", "top_p", "max_new_tokens", "seed",
+                                     "confidence_stop")} == {n: getattr(rec, n) for n in (
+        "k", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "confidence_stop")}
+    assert (defaults["k_policy"], defaults["adaptive_k"]) == ("", None)        # -> rec.k_policy (checked below)
+    assert config_from_args(build_parser().parse_args(["--prompt", "hi"])) == rec
+    assert rec.k_policy == "cost" and rec.k > 4 and rec.confidence_stop > 0   # not the library's plain SpecConfig()
+
+
+def test_generate_with_only_a_prompt_runs_the_recommended_config(pool):
+    rec = recommended_config()
+    trace = Trace.from_dict(generate(pool, "Name two planets.", max_new_tokens=8)[0])
+    assert trace.config["pair"] == DEFAULT_PAIR and trace.stats.new_tokens > 0
+    assert ({n: trace.config[n] for n in ("k", "k_policy", "confidence_stop", "temperature", "top_k", "top_p", "seed")}
+            == {n: getattr(rec, n) for n in ("k", "k_policy", "confidence_stop", "temperature", "top_k", "top_p",
+                                             "seed")})
 
 
 def test_pair_accepts_every_key_of_the_live_selector():
@@ -119,16 +152,11 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
 # --- through gradio_client against the started app -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def client(pool):
+def client(app_server):
     from gradio_client import Client
-    demo = app.build_demo(pool)
-    demo.queue(default_concurrency_limit=4)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True,
-                            ssr_mode=False, show_error=False)
-    try:
-        yield Client(url, verbose=False)
-    finally:
-        demo.close()
+    c = Client(app_server.url, verbose=False)
+    yield c
+    c.close()
 
 
 def test_generate_and_validate_through_gradio_client(client):

@@ -12,12 +12,14 @@ import gradio as gr
 import pytest
 
 from components import live
-from components.live import (PAIR_NGRAM, PAIR_SELF, change_pair, make_config, new_control, resolve_pair, run_live,
-                             step_live)
+from components.live import change_pair, new_control, run_live, step_live
+from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, PAIR_SELF, pair_choices, resolve_pair
+from components.session import make_config
 from components.replay import (EXAMPLES_DIR, MAX_BYTES, list_examples, load_example, read_trace_file,
                                replay_example, replay_upload)
 from components.viewer import export_trace, target_index
-from specdec_core import LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
+from specdec_core import PRESETS, LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
+from specdec_core.config import recommended_config
 
 ROOT = Path(__file__).resolve().parent.parent
 N_OUT = 14   # viewer (tokens, 7 plots, summary, slider, anatomy) + trace state + download + status
@@ -173,12 +175,13 @@ def test_self_draft_accepts_what_it_drafts(pool):
 
 
 def test_default_pair_with_the_confidence_stop_drafts_less_and_keeps_the_greedy_output(pool):
-    """The Live tab's default pair and confidence stop (what a visitor's first Run uses)."""
+    """The Live tab's default pair and confidence stop (what a visitor's first Run uses), at fixed K."""
     prompt = "Tell me something about lighthouses."
-    stopped = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24,
-                                        confidence_stop=live.LIVE_CONFIDENCE_STOP))[-1][STATE])
-    full = Trace.from_dict(list(_run(pool, pair=live.DEFAULT_PAIR, prompt=prompt, max_new=24, baseline=False))[-1][STATE])
-    assert stopped.config["confidence_stop"] == live.LIVE_CONFIDENCE_STOP and full.config["confidence_stop"] == 0
+    stop = recommended_config().confidence_stop
+    stopped = Trace.from_dict(list(_run(pool, pair=DEFAULT_PAIR, prompt=prompt, max_new=24,
+                                        confidence_stop=stop))[-1][STATE])
+    full = Trace.from_dict(list(_run(pool, pair=DEFAULT_PAIR, prompt=prompt, max_new=24, baseline=False))[-1][STATE])
+    assert stopped.config["confidence_stop"] == stop > 0 and full.config["confidence_stop"] == 0
     assert stopped.new_token_ids == stopped.baseline.new_token_ids == full.new_token_ids
     assert stopped.stats.drafted < full.stats.drafted
     assert stopped.stats.acceptance_rate > full.stats.acceptance_rate
@@ -224,9 +227,9 @@ def test_pairs(pool):
     assert ng.draft_model is None and type(ng.drafter()).__name__ == "NGramDrafter"
     me = resolve_pair(pool, PAIR_SELF)
     assert me.draft_model is me.target and me.locks() == [me.target]
-    labels = [label for label, _ in live.pair_choices()]
+    labels = [label for label, _ in pair_choices()]
     assert any("n-gram" in x for x in labels) and any("itself" in x for x in labels)
-    assert sum("Hugging Face Hub" in x for x in labels) == len(live.PRESETS)
+    assert sum("Hugging Face Hub" in x for x in labels) == len(PRESETS)
 
 
 def test_a_hub_preset_that_cannot_download_warns_and_keeps_the_pair(pool, monkeypatch):

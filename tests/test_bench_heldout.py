@@ -5,19 +5,19 @@ import pytest
 from specdec_core.bench import runner as bench
 from specdec_core.bench.heldout import (ACCEPTANCE_GOAL, BASELINE, DRAFTS, ONE_DRAFT, HeldoutSettings,
     render_heldout, run_heldout, setting_configs, validate_heldout)
-from specdec_core.config import LIVE_CONFIDENCE_STOP, recommended_config
+from specdec_core.config import RECOMMENDED_CONFIDENCE_STOP, recommended_config
 from specdec_core.training.prompts import heldout_prompts, training_prompts
 
 
-def test_settings_cover_defaults_the_stop_the_live_start_and_one_draft():
+def test_settings_cover_defaults_the_stop_fixed_k_with_the_stop_and_one_draft():
     cfgs = setting_configs(48)
     assert len(cfgs) == 4 and all(c.max_new_tokens == 48 for c in cfgs.values())
-    defaults, unstopped, live, one = cfgs.values()
+    defaults, unstopped, fixed, one = cfgs.values()
     assert (one.k_policy, one.k, one.confidence_stop) == ("fixed", 1, 0.0) and cfgs[ONE_DRAFT] is one
     assert defaults == recommended_config(max_new_tokens=48)
-    assert (defaults.k_policy, defaults.confidence_stop) == ("cost", LIVE_CONFIDENCE_STOP)
+    assert (defaults.k_policy, defaults.confidence_stop) == ("cost", RECOMMENDED_CONFIDENCE_STOP)
     assert (unstopped.k_policy, unstopped.confidence_stop) == ("cost", 0.0)
-    assert (live.k_policy, live.k, live.confidence_stop) == ("fixed", 4, LIVE_CONFIDENCE_STOP)
+    assert (fixed.k_policy, fixed.k, fixed.confidence_stop) == ("fixed", 4, RECOMMENDED_CONFIDENCE_STOP)
 
 
 def test_heldout_prompts_are_not_training_prompts():

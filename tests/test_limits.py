@@ -11,7 +11,8 @@ import gradio as gr
 import pytest
 
 from components.limits import (RunClock, RunLimits, acquire_in_turn, folder_usage, prune_exports)
-from components.live import PAIR_NGRAM, new_control, run_live
+from components.live import new_control, run_live
+from components.pairs import PAIR_NGRAM
 from conftest import fault_on_forward
 from specdec_core import LoadedModel, Trace
 from specdec_core.models.pool import FairLock

@@ -46,15 +46,15 @@ def test_trained_draft_as_transformers_assistant(bundled, draft):
     assert logits.shape[-1] == 49152 and torch.isinf(logits).any()   # full vocabulary, q = 0 off the draft head
 
 
-def test_feature_draft_at_the_live_start_is_accepted_more_often_and_stays_exact(bundled):
-    """The Live tab's start (fixed K = 4, confidence stop LIVE_CONFIDENCE_STOP) on held-out prompts: the draft
+def test_feature_draft_with_the_confidence_stop_is_accepted_more_often_and_stays_exact(bundled):
+    """Fixed K = 4 with the recommended confidence stop on held-out prompts: the draft
     stops after its confidence falls, so far more of what it offers is accepted; it still offers a draft in
     every iteration; greedy output unchanged."""
-    from specdec_core.config import LIVE_CONFIDENCE_STOP
+    from specdec_core.config import RECOMMENDED_CONFIDENCE_STOP
     from specdec_core.training.prompts import heldout_prompts
     model, tok = bundled
     draft = load_feature_draft(model)
-    counts = {0.0: [0, 0], LIVE_CONFIDENCE_STOP: [0, 0]}
+    counts = {0.0: [0, 0], RECOMMENDED_CONFIDENCE_STOP: [0, 0]}
     for prompt in heldout_prompts(4, seed=5):
         ids = encode_prompt(tok, prompt)
         base = baseline_generate(model, ids, SpecConfig(max_new_tokens=32), tok).new_token_ids

@@ -4,7 +4,7 @@
     python -m specdec_core.bench --only heldout --heldout-prompts 20 --heldout-seed 5
 
 The compare section has two open-ended prompts of its own; a claim about a trained draft's speed needs
-more, and prompts it never saw: ``distill.prompts.heldout_prompts(n, seed)`` draws them, alternately, from
+more, and prompts it never saw: ``training.prompts.heldout_prompts(n, seed)`` draws them, alternately, from
 free-form chat prompts written apart from the training lists and from templates × topics that never occur
 in training (a different seed, a different draw). For each prompt, our target-only baseline and every
 (draft, setting) side run interleaved, ``repeats`` rounds in alternating order (``bench_measure.interleave``);
@@ -13,7 +13,7 @@ its output equals the baseline's token for token (greedy, float32); the figure i
 prompts, with the min–max over every round.
 
 Settings: our defaults (``config.recommended_config()``: cost-aware K and the confidence stop), the same
-without the stop, the Live tab's start (fixed K = ``LIVE_K`` + the stop), and one draft per iteration (fixed
+without the stop, fixed K = ``FIXED_K`` with the stop, and one draft per iteration (fixed
 K = 1, no stop: accepted ÷ drafted is then the draft's per-draft acceptance, undiluted by deeper drafts and
 unfiltered by the stop, the figure ``ACCEPTANCE_GOAL`` is set for); prompt lookup, for comparison, with our
 defaults only (it has no confidence to stop on, and fixed K is not how it is meant to run). Every side's
@@ -28,10 +28,10 @@ from typing import Any, NamedTuple
 import torch
 
 from .measure import BenchPrompt, Comparison, aggregate, compare, interleave, ours_baseline, ours_speculative
-from ..config import LIVE_CONFIDENCE_STOP, SpecConfig, recommended_config
+from ..config import RECOMMENDED_CONFIDENCE_STOP, SpecConfig, recommended_config
 
 DRAFTS = ("feature", "trained", "ngram")   # the shipped drafts, and prompt lookup for comparison
-LIVE_K = 4
+FIXED_K = 4
 SPEEDUP_GOAL = 1.30      # a trained draft's speedup goal on open-ended prompts, with our defaults
 ACCEPTANCE_GOAL = 0.60   # its greedy per-draft acceptance goal there (accepted ÷ drafted at K = 1)
 ONE_DRAFT = "one draft per iteration (K = 1)"
@@ -74,8 +74,8 @@ def setting_configs(max_new_tokens: int) -> dict[str, SpecConfig]:
     return {"defaults": recommended_config(max_new_tokens=max_new_tokens),
             "defaults without the confidence stop": recommended_config(max_new_tokens=max_new_tokens,
                                                                        confidence_stop=0.0),
-            f"Live start (K = {LIVE_K} + stop)": SpecConfig(k=LIVE_K, k_policy="fixed", max_new_tokens=max_new_tokens,
-                                                            confidence_stop=LIVE_CONFIDENCE_STOP),
+            f"fixed K = {FIXED_K} + stop": SpecConfig(k=FIXED_K, k_policy="fixed", max_new_tokens=max_new_tokens,
+                                                      confidence_stop=RECOMMENDED_CONFIDENCE_STOP),
             ONE_DRAFT: SpecConfig(k=1, k_policy="fixed", max_new_tokens=max_new_tokens)}
 
 

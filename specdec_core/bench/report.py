@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from .measure import Aggregate, BenchPrompt, Comparison, RunResult, aggregate, summarize
-from ..config import LIVE_CONFIDENCE_STOP
+from ..config import RECOMMENDED_CONFIDENCE_STOP
 
 if TYPE_CHECKING:
     from .settings import BenchSettings
@@ -151,8 +151,8 @@ def render_report(report: dict) -> str:
                    f"{'–' if cpu is None else f'{cpu:.2f}x'} |")
     figures = draft_figures(report["sides"])
     if figures:
-        out += ["", f"Model drafts (greedy; fixed K = {s['draft_k']}; where run, the same with the Live tab's confidence "
-                f"stop {LIVE_CONFIDENCE_STOP} and our defaults, config.recommended_config()): acceptance = accepted ÷ "
+        out += ["", f"Model drafts (greedy; fixed K = {s['draft_k']}; where run, the same with the recommended confidence "
+                f"stop {RECOMMENDED_CONFIDENCE_STOP} and our defaults, config.recommended_config()): acceptance = accepted ÷ "
                 f"drafted over all rounds; "
                 f"c = ms per draft forward ÷ ms per target forward of ours target-only, same prompt, same run "
                 f"(median over prompts). Goals for the trained drafts: acceptance ≥ "

@@ -47,7 +47,7 @@ from .models import early_exit_draft, tiny_realistic_pair
 from .heldout import HeldoutSettings, render_heldout, run_heldout, validate_heldout
 from .prompts import PROMPTS, QUICK_PROMPTS
 from .report import make_report, render_report, side_rows, write_json
-from ..config import LIVE_CONFIDENCE_STOP, MAX_K, SpecConfig, recommended_config
+from ..config import MAX_K, RECOMMENDED_CONFIDENCE_STOP, SpecConfig, recommended_config
 from .settings import BenchSettings, DRAFT_K, EARLY_EXIT_LAYERS, NGRAM_K
 
 HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
@@ -56,7 +56,7 @@ NO_HF_PEER = ("feature",)             # reads the target's features: not an assi
 MTP_PEER = ("feature",)               # ... but transformers' MTP loop runs it (one layer: K = 1; see mtp_peer)
 HF_DEFAULT_SCHEDULE_TOO = ("trained",)  # the shipped token draft is also run with transformers' default schedule
 OURS_DEFAULT_TOO = ("trained", "feature")  # the shipped drafts also run with our defaults (cost-aware K + stop) and
-                                           # with the Live tab's start (fixed K and the confidence stop)
+                                           # with fixed K and the confidence stop
 
 
 # --- the benchmark --------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def _draft_sides(pair: str, target: torch.nn.Module, draft: torch.nn.Module, tok
                                                                 recommended_config(max_new_tokens=n), tokenizer, roles)
         sides[f"ours stop draft[{pair}]"] = ours_speculative(
             target, lambda: model_drafter(draft), ids,
-            SpecConfig(k=s.draft_k, max_new_tokens=n, confidence_stop=LIVE_CONFIDENCE_STOP), tokenizer, roles)
+            SpecConfig(k=s.draft_k, max_new_tokens=n, confidence_stop=RECOMMENDED_CONFIDENCE_STOP), tokenizer, roles)
     if pair in MTP_PEER:
         from .mtp_peer import build_mtp_model, mtp_generation
         mtp = build_mtp_model(target, draft)

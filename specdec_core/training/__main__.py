@@ -6,7 +6,7 @@ Three stages, each with a progress bar and an ETA on stderr:
                (cached under --work-dir, keyed by the data settings, so a retrain can skip it);
  2. train    - the draft's layers (initialised from the target's) are distilled towards those labels;
  3. measure  - greedy and temperature-0.7 acceptance on held-out prompts, through the real engine, drafting
-               K tokens and with the Live tab's confidence stop (``--stage measure`` runs it alone).
+               K tokens and with the recommended confidence stop (``--stage measure`` runs it alone).
 Writes the weights (safetensors, one file per layer, fp16) and a card (draft_card.json) to --out.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..config import LIVE_CONFIDENCE_STOP, SpecConfig
+from ..config import RECOMMENDED_CONFIDENCE_STOP, SpecConfig
 from ..models.cpu_matmul import cpu_has_native_bf16
 from ..decoding.engine import speculative_generate
 from ..drafters.int8 import decoding_precision
@@ -23,7 +23,7 @@ from .prompts import heldout_prompts
 from .train import build_vocab, distill
 
 MEASURE_K = 4
-DATA_SOURCE = ("the target's own answers to chat prompts from the pool named above (specdec_core/distill/prompts.py: "
+DATA_SOURCE = ("the target's own answers to chat prompts from the pool named above (specdec_core/training/prompts.py: "
                "template × topic pairs, and in the broad pool whole chat prompts too), "
                "greedy and sampled (T 0.8, top-k 256, top-p 0.95) batches alternating; labels: the target's top-32 "
                "log-probs at temperature 1")
@@ -156,15 +156,15 @@ def train_and_save(args: argparse.Namespace, target: torch.nn.Module, tokenizer,
 
 
 MEASURED_SETTINGS = (("greedy", 0.0, 0.0, MEASURE_K), ("t0.7", 0.7, 0.0, MEASURE_K),   # (name, temperature,
-                     ("greedy_confidence_stop", 0.0, LIVE_CONFIDENCE_STOP, MEASURE_K),     #  confidence stop, K)
-                     ("t0.7_confidence_stop", 0.7, LIVE_CONFIDENCE_STOP, MEASURE_K),
+                     ("greedy_confidence_stop", 0.0, RECOMMENDED_CONFIDENCE_STOP, MEASURE_K),  #  confidence stop, K)
+                     ("t0.7_confidence_stop", 0.7, RECOMMENDED_CONFIDENCE_STOP, MEASURE_K),
                      ("greedy_k1", 0.0, 0.0, 1), ("t0.7_k1", 0.7, 0.0, 1))
 
 
 def measure_heldout(target: torch.nn.Module, tokenizer, make_draft: Callable[[], object], bar: Callable,
                     n_prompts: int, eval_tokens: int, seed: int) -> dict:
     """Stage 3: acceptance on ``n_prompts`` held-out prompts, greedy and at temperature 0.7: drafting K =
-    MEASURE_K tokens, the same with the Live tab's confidence stop (the draft stops after its confidence
+    MEASURE_K tokens, the same with the recommended confidence stop (the draft stops after its confidence
     falls), and one draft per iteration (K = 1: accepted ÷ drafted is then the per-draft acceptance α, the
     first draft's, which deeper drafts from the draft's own fed-back guesses do not dilute)."""
     held = heldout_prompts(n_prompts)
