@@ -16,10 +16,10 @@ def build_parser() -> argparse.ArgumentParser:
                                              "With no model arguments it runs the bundled SmolLM2-135M offline.")
     ap.add_argument("--prompt", required=True, help="the user prompt")
     ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
-    ap.add_argument("--draft", default="ngram",
-                    help="'ngram' (default, prompt lookup), 'feature' / 'trained' (the project's trained drafts for the bundled "
-                         "target), 'self' (the target drafts for itself), 'bundled', "
-                         "a hub id or a local folder")
+    ap.add_argument("--draft", default=None,
+                    help="'feature' (default with the bundled target, as the app: the trained feature-reading draft), "
+                         "'trained' (the token-only trained draft), 'ngram' (prompt lookup; the default for any other "
+                         "target), 'self' (the target drafts for itself), 'bundled', a hub id or a local folder")
     ap.add_argument("--k", type=int, default=rec.k,
                     help=f"draft tokens per iteration, the maximum unless --k-policy fixed (1..{MAX_K}; "
                          f"default {rec.k})")
@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from .drafters.registry import make_drafter
     from .models.loading import encode_prompt, validate_model_id
     cfg = config_from_args(args)
+    if args.draft is None:   # the app's default pair for the bundled target; prompt lookup works with any other
+        args.draft = "feature" if args.target == "bundled" else "ngram"
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
     for key in (args.target, args.draft):  # refuse bad names before loading anything

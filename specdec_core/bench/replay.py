@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--copies", type=int, default=10,
                     help="copy tasks, each repeating one of the held-out answers (default 10, at most --heldout)")
     ap.add_argument("--seed", type=int, default=7, help="which held-out prompts (default 7)")
-    ap.add_argument("--max-new-tokens", type=int, default=64, help="default 64 (the Live tab's)")
+    ap.add_argument("--max-new-tokens", type=int, default=64, help="default 64 (as recommended_config())")
     ap.add_argument("--k-max", type=int, default=8, help="the policies' cap and the largest fixed K (default 8)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--verify-ms", default=None,

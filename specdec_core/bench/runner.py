@@ -356,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run only the ours-vs-transformers groups, only the cost-model / K-policy sections or only "
                          "the shipped drafts' speed on held-out prompts")
     ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
-    ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (the Live tab's); quick 24")
+    ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (as recommended_config()); quick 24")
     ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
     ap.add_argument("--theory-h2h-repeats", type=int, default=None,
                     help="paired head-to-head rounds of the best fixed K, cost-aware K and the heuristic after the "

@@ -9,7 +9,7 @@ drafter:
   pooled over the fixed-K runs, verify curve merged with the target's calibration pass) against the
   median measured tokens/s at each K, plus a leave-one-out prediction (K priced from the OTHER K's runs
   only) and the naive closed form, for comparison;
-- a Live-like run (fixed K = ``live_k``, and the cost policy): ``theory.predict_speedup`` of each run
+- a fixed-K run (K = ``live_k``) and the cost policy: ``theory.predict_speedup`` of each run
   against its measured speedup over the same round's baseline;
 - policies: cost-aware vs the best fixed K and vs the heuristic, per prompt, geometric means per drafter
   and, for the target against the heuristic, over every (prompt, drafter) pair. The best
@@ -74,9 +74,9 @@ AGAIN = "same K again"   # the head-to-head's second run of the best fixed K: th
 @dataclass(frozen=True)
 class TheorySettings:
     ks: tuple[int, ...] = tuple(range(1, 9))
-    max_new_tokens: int = 64      # the Live tab's default
+    max_new_tokens: int = 64      # as recommended_config()
     repeats: int = 2
-    live_k: int = 4               # the Live tab's default K
+    live_k: int = 4               # the fixed K of the prediction check (beside the cost policy)
     h2h_repeats: int = 5          # paired head-to-head rounds of best fixed K / cost / heuristic (0: off)
     drafters: tuple[str, ...] = ("ngram", "self")   # the bench command adds "trained" (bundled target only)
 
