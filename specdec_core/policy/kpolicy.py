@@ -4,73 +4,78 @@
 - ``heuristic``: transformers' schedule: K += 2 after an iteration whose drafts were all accepted,
   K -= 1 (not below 1) otherwise; K never exceeds the configured cap.
 - ``cost``: each iteration, the K in 0..cap that maximises predicted tokens per second under the
-  calibrated cost model of ``theory``: tokens per iteration from a running per-position acceptance
-  estimate, time per iteration from the target's verify curve t_verify(n) (``calibration``; its level set
-  by the run's first verify and followed online, its shape corrected at each number of tokens fed by what
-  the run measured there, the calibration worth ``SHAPE_WEIGHT`` observations), the running draft cost and
-  overhead. Within ``FINISH_HORIZON`` iterations of the run's end it instead picks the K that emits the
-  tokens left in the least expected time (``theory.finish_plan``: with every draft accepted, 18 tokens are
-  two iterations at K = 8 but three at K = 7, whatever the steady-state rates).
-  - What the drafter says before drafting (``drafters.DraftOutlook``) sharpens the estimate. Prompt
-    lookup tells how long its match is, how many earlier occurrences match as far back, and how many of
-    those continue with the token it will draft: a draft continuing a match of m tokens is priced by
-    what such matches gave so far (``match_key``), starting from the rule of succession, m / (m + 2), shared
-    among the tied occurrences and, for the first draft, times the share of them that continue its way
-    (``match_prior``, ``agreement``); so a copy that has held for 20 tokens is drafted at the cap at once, a
-    unique one-token match (1/3) is drafted where one more token fed costs little, and a match on "\n" or
-    "the" with a dozen earlier occurrences followed by different words is not. Drafts after the first are
-    priced at least at what such drafts gave so far at any match length (``deeper_prior``): a copy that held
-    for a few tokens is drafted at the cap before a longer match was ever tested. Every draft, the first
-    included, is priced at least at ``COPY_PRIOR`` while the match reaches back past the answer's first token
-    (all generated so far copies the source: a copy or quote task, drafted deep from its second iteration on).
-    K never drafts past the source's end-of-sequence token; while the answer copies its source, a copy that
-    holds ends the run there, and the finish plan below counts the tokens up to it. A draft model
-    tells how many tokens it has not seen: more than two (its prompt, or what was emitted while it sat
-    out) cost a catch-up forward, learnt per token and added to the price of drafting now.
-  - K = 0 (no drafts: one target forward) wins when drafts keep failing. Drafting is still what keeps
-    the acceptance estimate current, so the policy then drafts at its best K >= 1 one iteration in w + 1,
-    with w the smallest wait for which the extra time of that iteration (over what K = 0 would take for
-    the tokens it is expected to give) is at most ``EXPLORE_BUDGET`` of the time spent: every iteration
-    when drafting is predicted to cost next to nothing, rarely (at most every ``PROBE_MAX`` + 1) when it
-    is hopeless, never when even perfect acceptance could not pay (a draft as dear as the target).
-  On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy reads
-  that from the curve rather than from a rule.
+  calibrated cost model (``costmodel``): tokens per iteration from a running acceptance estimate by draft
+  position, time per iteration from the target's verify curve t_verify(n) (``calibration``; its level set
+  by the run's first verify, its shape at each number of tokens fed corrected by what the run measured
+  there), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts keep
+  failing. On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy
+  reads that from the curve rather than from a rule. What the drafter tells before drafting
+  (``drafters.DraftOutlook``) adds the rules below.
 
 The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
+
+The cost policy's priors and special rules, and what each is worth: how much longer the policy's run takes
+with it switched off, priced by the cost model on recorded greedy answers of the bundled model
+(``bench.replay``: the bench's 5 prompts, 40 held-out open-ended answers, 20 copy tasks; model drafts
+re-enacted the same way from each draft's greedy continuation after every prefix, 35 answers, with draft
+costs timed on a quiet and on a busy machine), geometric mean over nine verify curves (eight measured on
+this 2-core CPU, one flat as on a GPU), the worst curve in brackets. A rule stays when it is worth >= 1 % on
+the bench's prompts (together or one of them) or on a replayed group; the shape correction, which guards
+against a wrong calibration, by its worst case.
+
+- ``PRIOR_ALPHA`` = 0.5, worth ``PRIOR_WEIGHT`` = 1 observation: the acceptance of a draft position before
+  any draft there was tested (a deeper untested position takes the estimate of the one before it). Assuming
+  1.0 instead: bench prompts 1.0 % (2.5 %) and copies 1.4 % (2.8 %) with prompt lookup, token-only draft
+  1.2-1.8 %, feature draft 1.2 %, self-draft 0.7-2.4 %; 0.33: within 1 % everywhere; 0.2: the feature
+  draft's copies 1.1 %; 0.8: self-draft up to 1.7 %.
+- ``COPY_PRIOR`` = 0.98: prompt lookup's drafts are priced at least this while its match reaches back past
+  the answer's first token (all generated so far copies the source: a copy or quote task). Without it: bench
+  prompts 2.7 % (5.6 %), copies 6.3 % (8.9 %).
+- End-of-sequence horizon: prompt lookup never drafts past its source's end-of-sequence token, and a copy
+  plans its finish for the tokens up to it. Without it: the bench's copy-list 2.1 % (6.5 %), the five
+  prompts 0.4 % (1.4 %); the replayed copies run 0.2 % faster without it.
+- Finish plan, ``FINISH_HORIZON`` = 3: within 3 iterations at the cap of the run's end, the K that emits the
+  tokens left in the least expected time (``costmodel.finish_plan``: with every draft accepted, 18 tokens
+  are two iterations at K = 8 but three at K = 7). Without it: bench prompts 1.6 % (4.0 %), copies 0.7 %
+  (2.6 %), self-draft 1.7-5.2 %; the token-only draft runs 0.5 % faster without it.
+- Catch-up price: a draft model with more than ``CATCHUP_MIN`` tokens unseen (its prompt, or what was
+  emitted while it sat out) first runs a forward over them, learnt per token and added to the price of
+  drafting now. Without it: self-draft 2.6-7.4 % (up to 25 %).
+- Exploration, ``EXPLORE_BUDGET`` = 0.03: where K = 0 is predicted best, the policy still drafts at its best
+  K >= 1 one iteration in w + 1, w the smallest wait for which that iteration's extra time (over K = 0 for
+  the same tokens) is at most 3 % of the time spent; never where even perfect acceptance could not pay (a
+  draft as dear as the target). Without it: token-only draft, bench prompts 0.6-1.2 % and copies 0.6-1.5 %
+  (3.1 %); a budget of 0.1 instead: self-draft 2.1-6.3 %.
+- Shape correction, ``SHAPE_WEIGHT`` = 5: at each number of tokens fed, the mean of measured / (calibrated x
+  level), the calibration's shape worth 5 observations. Without it, deciding with another day's curve than
+  the one that prices the run (the 56 pairs of the eight CPU curves): bench prompts 8.8 %, copies 12.9 % on
+  the worst pair (0.3 % on average).
+
+``DECAY`` (0.9) is the memory of every running estimate (acceptance, draft, catch-up and overhead times), not
+a prior: a memory of the whole run instead moves the replayed acceptance figures by less than 0.5 %.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
 
 from ..config import SpecConfig
 from ..drafters.base import CATCHUP_MIN, DraftOutlook
-from ..drafters.ngram import MAX_MATCH
 from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, finish_plan, iteration_ms,
     tokens_distribution)
 from ..trace import IterationRecord
 
-PRIOR_ALPHA = 0.5      # acceptance of the first draft assumed before any was tested
-PRIOR_WEIGHT = 1.0     # how many observations the prior is worth
-DEEPER_WEIGHT = 4.0    # the same for the pooled record of prompt lookup's deeper drafts (CostAwareK.deeper_prior)
-COPY_PRIOR = 0.98      # the least price of prompt lookup's drafts while all generated so far copies the match's
-                       # source (DraftOutlook.copying): in 25 recorded greedy answers of the bundled model drafts
-                       # after the first continued 1,316 of 1,333 times (0.99) in that state, others 229 of 365
-                       # (0.63); in 100 more (bench_replay, 2026-11-28), first drafts were right 1,617 of 1,639
-                       # times (0.99) in that state: 1,617 of 1,637 in copy tasks, 0 of 2 in open-ended answers.
-                       # Set a little below those rates (0.95 until 2026-11-29, when a 64-token copy then took
-                       # K = 7 where every draft at K = 8 lands: one iteration more; docs/cost-model.md)
+# What each is for and what it is worth: the table in the module docstring.
+PRIOR_ALPHA = 0.5      # acceptance assumed for a draft position before any draft there was tested
+PRIOR_WEIGHT = 1.0     # how many observations that prior is worth
+COPY_PRIOR = 0.98      # the least price of prompt lookup's drafts while all generated so far copies the source
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
-SCALE_DECAY = 0.8      # the same for the measured/calibrated verify-time ratio (the level)
 SHAPE_WEIGHT = 5.0     # how many observations the calibration's shape is worth at each number of tokens fed
 EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
-PROBE_MAX = 64         # the longest run of K = 0 iterations between two drafting ones
-NGRAM_LOOKUP_MS = 0.05  # prompt lookup's cost before it was measured
 FINISH_HORIZON = 3     # within this many iterations at the cap of a run's end, K is planned to finish soonest
-
 
 class KPolicy(Protocol):
     name: str
@@ -125,20 +130,20 @@ class HeuristicK:
 
 
 class _Decayed:
-    """Exponentially decayed counts per key (a draft position, or a prompt-lookup ``match_key``):
+    """Exponentially decayed counts per key (a draft position, or a number of tokens fed):
     mean = (num + prior * w) / (den + w)."""
 
     def __init__(self, weight: float = PRIOR_WEIGHT, decay: float = DECAY) -> None:
-        self.num: dict[Hashable, float] = {}     # keys: draft positions, or prompt lookup's match_key tuples
-        self.den: dict[Hashable, float] = {}
+        self.num: dict[int, float] = {}
+        self.den: dict[int, float] = {}
         self.weight = weight
         self.decay = decay
 
-    def add(self, j: Hashable, x: float) -> None:
+    def add(self, j: int, x: float) -> None:
         self.num[j] = self.decay * self.num.get(j, 0.0) + x
         self.den[j] = self.decay * self.den.get(j, 0.0) + 1.0
 
-    def mean(self, key: Hashable, prior: float) -> float:
+    def mean(self, key: int, prior: float) -> float:
         return (self.num.get(key, 0.0) + prior * self.weight) / (self.den.get(key, 0.0) + self.weight)
 
     def means(self, n: int, prior: float) -> tuple[float, ...]:
@@ -160,20 +165,17 @@ class CostAwareK:
         self.cal = list(verify_ms) if verify_ms else None
         self.calibration = calibration
         self.draft_per_token = draft_per_token
-        self.draft_ms = draft_ms if draft_ms is not None else (0.0 if draft_per_token else NGRAM_LOOKUP_MS)
+        self.draft_ms = draft_ms if draft_ms is not None else 0.0
         self.draft_seen = draft_ms is not None
         self.overhead_ms = 0.0
         self.overhead_seen = False
-        self.scale = 1.0
+        self.scale = 1.0                          # the run's level: its first verify ÷ the calibration's
         self.scale_seen = False
         self.shape = _Decayed(SHAPE_WEIGHT, 1.0)  # per tokens fed: measured ÷ (calibrated × level), prior 1; a
                                                   # property of the machine: every observation counts alike
         self.seen: dict[int, float] = {}          # verify ms by tokens fed, when no calibration
-        self.acc = _Decayed()
-        self.prop = _Decayed()
-        self.by_match = _Decayed()                # prompt lookup: acceptance by match (match_key)
-        self.deeper = _Decayed(DEEPER_WEIGHT)     # prompt lookup: drafts after the first, all lengths pooled
-        self.match: tuple[int, int, int] | None = None  # the pending iteration's match: length, ties, agreement
+        self.acc = _Decayed()                     # acceptance by draft position
+        self.prop = _Decayed()                    # a drafter without an outlook: is a j-th draft offered?
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
         self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
@@ -193,33 +195,18 @@ class CostAwareK:
         return Costs(tuple(curve), self.draft_ms, self.draft_per_token, self.overhead_ms)
 
     def profile(self, outlook: DraftOutlook | None = None) -> AcceptanceProfile:
-        """Per-position acceptance for the next iteration. Told prompt lookup's match (``outlook``): draft j
-        continues a match of m + j - 1 tokens (the first with the match's ties, later ones from the source
-        that proved right), priced by what such matches gave so far, and the drafter offers exactly the
-        tokens its source has."""
+        """Per-position acceptance for the next iteration: the running estimate by draft position (an untested
+        position priced as the one before it, the first at ``PRIOR_ALPHA``). Told prompt lookup's match
+        (``outlook``): the drafter offers exactly the tokens its source has, and while all generated so far
+        copies that source every draft is priced at least ``COPY_PRIOR``."""
+        accept = self.acc.means(self.k_max, PRIOR_ALPHA)
         if outlook is not None and outlook.match_len:
-            m, ties = outlook.match_len, outlook.ties or 1
-            bucket, share = agreement(ties, outlook.agreeing)
-            floor = COPY_PRIOR if outlook.copying else 0.0
-            first = max(floor, self.by_match.mean(match_key(m, ties, bucket), match_prior(m, ties) * share))
-            deeper = (max(floor, self.by_match.mean(match_key(m + j, 1), self.deeper_prior(m + j)))
-                      for j in range(1, self.k_max))
-            accept = (first, *deeper)
+            if outlook.copying:
+                accept = tuple(max(COPY_PRIOR, a) for a in accept)
             avail = outlook.available if outlook.available is not None else self.k_max
             return AcceptanceProfile(accept, tuple(float(j <= avail) for j in range(1, self.k_max + 1)))
-        accept = self.acc.means(self.k_max, PRIOR_ALPHA)
         propose = () if self.draft_per_token else self.prop.means(self.k_max, 1.0)
         return AcceptanceProfile(accept, propose)
-
-    def deeper_prior(self, m: int) -> float:
-        """The price of a draft continuing a unique match of m tokens before such matches were tested:
-        ``match_prior``, raised to what drafts after the first gave so far at any match length
-        (a copy that held at 2-7 tokens is trusted at 10 before a 10-token match was tested; in free text,
-        where they fail, ``match_prior`` stands). Replayed on 25 recorded greedy answers (docs/cost-model.md), it
-        raised prompt lookup's cost ÷ heuristic on the copy prompts and left the open-ended answers as they
-        were."""
-        prior = match_prior(m)
-        return max(prior, self.deeper.mean(0, prior))
 
     def iteration_ms(self, costs: Costs, prof: AcceptanceProfile, k: int) -> float:
         """The next iteration's predicted ms at K = k: the cost model's, plus, for a model draft with more than
@@ -236,14 +223,12 @@ class CostAwareK:
             if outlook.copying:   # a copy that holds ends the run there: no more to plan for
                 left = outlook.to_eos
         cap = min(self.k_max, max(0, max_k))
-        told = outlook is not None and outlook.match_len is not None
-        self.match = (outlook.match_len, outlook.ties or 1,
-                      agreement(outlook.ties or 1, outlook.agreeing)[0]) if told else None
+        m = outlook.match_len if outlook is not None else None
         self.unseen = outlook.unseen if outlook is not None else None
         if cap == 0:
             return 0, ("cost: no drafts (the match's source ends the sequence next: the target's own token decides)"
                        if ends else "cost: no drafts (the last token is the target's own)")
-        if self.match is not None and self.match[0] == 0:
+        if m == 0:
             return 0, "cost: no drafts (prompt lookup finds no match)"
         costs, prof = self.costs(), self.profile(outlook)
         lo = 0 if self.allow_zero else 1
@@ -273,11 +258,11 @@ class CostAwareK:
             probe = "drafting cannot pay even if every draft were accepted: "
         else:
             self.zeros = 0
-        match = (f"match of {self.match[0]} tokens ({'unique' if self.match[1] == 1 else f'{self.match[1]} ties'}"
-                 f"{f'; {outlook.agreeing} of them continue this way' if self.match[2] else ''}"
-                 f"{'; all generated so far copies its source' if outlook.copying else ''}"
-                 f"{f'; the source ends the sequence in {outlook.to_eos}' if ends else ''}), "
-                 if self.match else "")
+        match = ""
+        if m:
+            notes = [note for note, on in (("all generated so far copies its source", outlook.copying),
+                                           (f"the source ends the sequence in {outlook.to_eos}", ends)) if on]
+            match = f"match of {m} tokens" + (f" ({'; '.join(notes)})" if notes else "") + ", "
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"{match}a1 = {prof.a(1):.2f}")
@@ -297,11 +282,6 @@ class CostAwareK:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
                 self.acc.add(j, d.alpha)
-                if self.match:
-                    key = match_key(*self.match) if j == 1 else match_key(self.match[0] + j - 1, 1)
-                    self.by_match.add(key, d.alpha)
-                    if j > 1:
-                        self.deeper.add(0, d.alpha)
         if not self.draft_per_token:
             for j in range(1, it.k + 1):
                 if len(it.drafts) >= j - 1:
@@ -311,10 +291,8 @@ class CostAwareK:
             ref = self.cal[min(n, len(self.cal)) - 1]
             if ref > 0 and not self.scale_seen:          # the run's level: the calibration may be minutes old
                 self.scale, self.scale_seen = it.verify_ms / ref, True
-            elif ref > 0:                                # this size against the level, then the level
+            elif ref > 0:                                # each size against that level
                 self.shape.add(n, it.verify_ms / (ref * self.scale))
-                level = it.verify_ms / (ref * self.shape.mean(n, 1.0))
-                self.scale = SCALE_DECAY * self.scale + (1 - SCALE_DECAY) * level
         else:
             self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
         if it.catchup_ms > 0 and self.unseen and self.unseen > 1:
@@ -331,46 +309,14 @@ class CostAwareK:
         self.overhead_seen = True
 
 
-def match_key(m: int, ties: int, bucket: int = 0) -> tuple[int, int, int]:
-    """Prompt-lookup matches pooled by doubling of their length (1 | 2-3 | 4-7 | … | 64, ``MAX_MATCH``), of
-    the earlier occurrences that match as far back (1 | 2-3 | 4-7 | 8 and more), and (first drafts only)
-    by ``agreement``'s bucket."""
-    return min(m, MAX_MATCH).bit_length(), min(ties, 8).bit_length(), bucket
-
-
-def agreement(ties: int, agreeing: int | None) -> tuple[int, float]:
-    """How a prompt-lookup match's tied occurrences continued: bucket 0 (unique, or not told), 1 (all the
-    same way as the draft), 2 (most of them), 3 (fewer than half); and the share to price the first draft
-    by (1 in buckets 0 and 1). Measured on greedy answers of the bundled model (2026-11-27, 18 open-ended
-    prompts), a one-token match was right 0.18 of the time when unique (175 cases), 0.57 when all its ties
-    continued the same way (14), 0.08 when most did (99), 0.02 when fewer than half did (82)."""
-    if ties <= 1 or agreeing is None:
-        return 0, 1.0
-    if agreeing >= ties:
-        return 1, 1.0
-    return (2 if 2 * agreeing >= ties else 3), agreeing / ties
-
-
-def match_prior(m: int, ties: int = 1) -> float:
-    """Acceptance assumed for a draft continuing a match of m tokens before any such was tested: the rule of
-    succession with the match's first token counted as where the lookup started, not as evidence, m / (m + 2)
-    (1/3 for one token, 1/2 for two, 0.8 for eight; Laplace's (m + 1) / (m + 2) priced the bundled model's
-    one- and two-token matches in free text at 0.67 and 0.75 where they gave 0.18 and 0.40), shared among
-    the occurrences that match as far back (one in ``ties`` is the right one), for the shortest m and fewest
-    ties of its ``match_key``."""
-    length, tie, _ = match_key(m, ties)
-    low = 1 << (length - 1)
-    return low / (low + 2) / (1 << (tie - 1))
-
-
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:
     """K = 0 iterations before the next drafting one, when a drafting iteration takes ``draft_ms`` and
     ``extra_ms`` more than K = 0 iterations (``zero_ms`` each) would take for the same tokens: the smallest w
-    with extra_ms / (w * zero_ms + draft_ms) <= EXPLORE_BUDGET, at most PROBE_MAX."""
+    with extra_ms / (w * zero_ms + draft_ms) <= EXPLORE_BUDGET."""
     if extra_ms <= 0:
         return 0
     need = (extra_ms / EXPLORE_BUDGET - draft_ms) / max(zero_ms, 1e-9)
-    return min(PROBE_MAX, max(0, math.ceil(need - 1e-9)))
+    return max(0, math.ceil(need - 1e-9))
 
 
 def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPolicy:
