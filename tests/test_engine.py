@@ -7,7 +7,8 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import (ModelDrafter, NGramDrafter, SpecConfig, Trace, baseline_generate, speculative_generate,
-                          stream_speculative)
+                          stream_baseline, stream_speculative)
+from specdec_core.decoding.record import RunningText
 from specdec_core.drafters.ngram import lookup_ngram
 
 VOCAB = 32
@@ -269,3 +270,63 @@ def test_tensor_inputs_accepted(lms):
     a = speculative_generate(target, draft, torch.tensor(PROMPT), cfg).new_token_ids
     b = speculative_generate(target, draft, torch.tensor([PROMPT]), cfg).new_token_ids
     assert a == b == speculative_generate(target, ModelDrafter(draft), PROMPT, cfg).new_token_ids
+
+
+# --- the output text, decoded as it grows --------------------------------------------------------------
+
+TEXTS = ["Hello, world! The cat sat on the mat.",
+         "Café crème, naïve façade — « déjà vu » à Zürich.",
+         "日本語のテキスト、絵文字も 🎉🚀 混ぜる。Ελληνικά, русский.",
+         "tabs\tand  double  spaces\n\nand ﬁ ligatures ½"]
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_running_text_equals_a_full_decode_at_every_step(bundled, chunk):
+    """Fed the ids one or three at a time (a baseline token, an iteration), the running text is the full
+    decode at every step, also where a step ends inside a multi-byte character (checked: such steps occur)."""
+    _, tok = bundled
+    split_chars = 0
+    for s in TEXTS:
+        ids = tok.encode(s) + [tok.eos_token_id]
+        running = RunningText(tok)
+        for n in range(chunk, len(ids) + chunk, chunk):
+            full = tok.decode(ids[:n])
+            split_chars += full.endswith("\ufffd")
+            assert running.update(ids[:n]) == full, (s, n)
+        assert running.final(ids) == tok.decode(ids)
+    assert split_chars > 0
+
+
+class _ReversingTokenizer:
+    """Decoding is not local (the text comes out reversed): the running text must fall back to full decodes."""
+    eos_token_id = None
+
+    def decode(self, ids):
+        return "".join(f"<{i}>" for i in ids)[::-1]
+
+
+def test_running_text_falls_back_where_decoding_is_not_local():
+    running, ids = RunningText(_ReversingTokenizer()), [5, 12, 7, 30, 2]
+    for n in range(1, len(ids) + 1):
+        assert running.update(ids[:n]) == _ReversingTokenizer().decode(ids[:n])
+    assert RunningText(None).update(ids) == RunningText(None).final(ids) == ""
+
+
+@pytest.mark.parametrize("full_trace", [True, False])
+def test_both_sides_keep_the_text_the_same_way(bundled, full_trace):
+    """The speculative loop and the baseline: with a full trace the text is the decode of the tokens so far at
+    every step, otherwise it is decoded once at the end; a run closed early still has its text."""
+    model, tok = bundled
+    ids = tok.encode("Écris « café » trois fois : café, café, café, ")
+    cfg = SpecConfig(k=3, temperature=0.0, max_new_tokens=12, full_trace=full_trace)
+    seen = [t.text == tok.decode(t.new_token_ids) for t in stream_speculative(model, NGramDrafter(), ids, cfg, tok)]
+    base = [b.text == tok.decode(b.new_token_ids) for b in stream_baseline(model, ids, cfg, tok)]
+    assert len(seen) > 1 and seen[-1] and base[-1]
+    if full_trace:
+        assert all(seen) and all(base)
+    else:
+        assert not any(seen[:-1]) and not any(base[:-1])
+    stream = stream_speculative(model, NGramDrafter(), ids, cfg, tok)
+    first = next(stream)
+    stream.close()
+    assert first.text == tok.decode(first.new_token_ids) != ""

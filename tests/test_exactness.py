@@ -1,6 +1,10 @@
 """Statistical exactness: the first two (or three) generated tokens, over thousands of seeds, follow the exact
 target distribution (enumerated from the target model). The same test must FAIL on deliberately
-broken variants of the engine, which proves it has the power to catch those bugs."""
+broken variants of the engine, which proves it has the power to catch those bugs.
+
+The verification step itself is tested exactly, by enumeration, in test_verify.py. Here the whole engine
+(drafter, KV caches, rollback) runs: the default suite keeps one such run (warped sampling) and one bug
+control; the other settings run in the slow suite (``make test-slow``)."""
 import itertools
 from collections import Counter
 
@@ -82,7 +86,7 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("setting", list(SETTINGS))
+@pytest.mark.parametrize("setting", [pytest.param("plain", marks=pytest.mark.slow), "warped"])
 def test_model_draft_is_exact(models, setting):
     target, draft = models
     s = SETTINGS[setting]
@@ -92,6 +96,7 @@ def test_model_draft_is_exact(models, setting):
     assert p > 1e-3, f"{setting}: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
+@pytest.mark.slow
 def test_model_draft_with_confidence_stop_is_exact(models):
     """Stopping on the draft's own confidence (``drafters.chain_confidence``) reads q only, so the output
     stays exact. The stop after draft j decides whether draft j + 1 is offered; after the first draft that
@@ -107,6 +112,7 @@ def test_model_draft_with_confidence_stop_is_exact(models):
     assert p > 1e-3, f"confidence stop: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
+@pytest.mark.slow
 def test_ngram_draft_is_exact(models):
     target, _ = models
     s = SETTINGS["plain"]
@@ -116,7 +122,7 @@ def test_ngram_draft_is_exact(models):
     assert p > 1e-3, f"n-gram: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
-@pytest.mark.parametrize("bug", ["resample_from_p", "greedy_draft_ratio_rule"])
+@pytest.mark.parametrize("bug", ["resample_from_p", pytest.param("greedy_draft_ratio_rule", marks=pytest.mark.slow)])
 def test_broken_variants_are_caught(models, bug):
     """Power control: the same test rejects an engine with a classic bug."""
     target, draft = models

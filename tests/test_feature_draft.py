@@ -123,6 +123,7 @@ def test_cached_drafting_matches_recomputation_and_greedy_is_the_targets(tiny_ta
         assert drafted == _reference_drafts(tiny_target, draft, seq[:it.start_len], len(drafted)), it.index
 
 
+@pytest.mark.slow
 def test_sampling_with_the_feature_draft_is_exact():
     target = make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0)
     draft = FeatureDraft(target, 0, torch.arange(VOCAB - 1))   # one token outside the draft vocabulary: q = 0

@@ -140,6 +140,17 @@ def _lab(toy, bugs=InjectedBugs(), n_tokens=2, k=2, n_runs=N):
     return run_exactness(toy.target, toy.draft, toy.tokenizer.encode("the cat"), s, "toy", toy.tokenizer, bugs)
 
 
+def test_a_short_lab_run_counts_every_run_and_names_its_bugs(toy):
+    """The lab's plumbing on 200 runs; the verdicts' power (2000 runs each) is checked in the slow suite."""
+    r = _lab(toy, InjectedBugs(resample_from_p=True), n_runs=200)
+    o, c = r.outcomes, r.comparison
+    assert o.n_runs == o.drafted_runs == 200 and 0 < o.accepted < o.tested
+    assert o.resampled > 0 and o.bonus > 0 and sum(o.counts.values()) == 200
+    assert c.n == 200 and sum(b.observed for b in c.bins) <= 200 and c.p_value is not None
+    assert r.bugs == ["resample_from_p"] and any("Expect a bias" in n for n in r.notes)
+
+
+@pytest.mark.slow
 def test_correct_engine_passes(toy):
     r = _lab(toy)
     c = r.comparison
@@ -151,6 +162,7 @@ def test_correct_engine_passes(toy):
     assert sum(b.observed for b in c.bins) == N
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bugs", [InjectedBugs(resample_from_p=True), InjectedBugs(greedy_draft_ratio_rule=True),
                                   InjectedBugs(draft_temperature=2.0)], ids=lambda b: b.names()[0])
 def test_each_biasing_bug_is_flagged(toy, bugs):
@@ -161,6 +173,7 @@ def test_each_biasing_bug_is_flagged(toy, bugs):
     assert any("Expect a bias" in n for n in r.notes)
 
 
+@pytest.mark.slow
 def test_dropping_the_bonus_is_honestly_not_a_bias(toy):
     """K = 1, two tokens: after an accepted draft the bonus is thrown away and the second token comes
     from the next iteration, so the switch is exercised, and the distribution stays exact."""

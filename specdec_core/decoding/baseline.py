@@ -9,6 +9,7 @@ from ..config import SpecConfig
 from ..sampling import sample, warp_logits
 from ..timing import now_ms
 from ..trace import BaselineResult
+from .record import RunningText
 from .target import TargetModel, _resolve_eos, normalize_input_ids
 
 
@@ -22,31 +23,40 @@ def stream_baseline(target: torch.nn.Module, input_ids: Any, cfg: SpecConfig, to
     device = tgt.device
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     res = BaselineResult(new_token_ids=[], text="", token_ms=[], wall_ms=0.0, tokens_per_s=0.0)
+    text = RunningText(tokenizer)
     t_run = now_ms(device)
     if len(ids) > 1:
         tgt.forward(ids[:-1])
     t_prev = t_run
-    while True:
-        logits = tgt.forward(ids)[-1]
-        tok = int(logits.argmax()) if cfg.greedy else int(sample(warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p), gen))
-        ids = ids + [tok]
-        res.new_token_ids.append(tok)
-        t = now_ms(device)
-        res.token_ms.append(t - t_prev)
-        t_prev = t
-        res.wall_ms = t - t_run
-        res.tokens_per_s = len(res.new_token_ids) / (res.wall_ms / 1000) if res.wall_ms > 0 else 0.0
-        res.target_forwards = tgt.forwards
-        done = tok == eos or len(res.new_token_ids) >= cfg.max_new_tokens
-        if tokenizer is not None and (done or cfg.full_trace):
-            res.text = tokenizer.decode(res.new_token_ids)
-        t_yield = now_ms(device)
-        yield res
-        paused = now_ms(device) - t_yield  # time the consumer held the generator is not generation time
-        t_run += paused
-        t_prev += paused
-        if done:
-            return
+    done = False
+    try:
+        while True:
+            logits = tgt.forward(ids)[-1]
+            tok = (int(logits.argmax()) if cfg.greedy
+                   else int(sample(warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p), gen)))
+            ids = ids + [tok]
+            res.new_token_ids.append(tok)
+            t = now_ms(device)
+            res.token_ms.append(t - t_prev)
+            t_prev = t
+            res.wall_ms = t - t_run
+            res.tokens_per_s = len(res.new_token_ids) / (res.wall_ms / 1000) if res.wall_ms > 0 else 0.0
+            res.target_forwards = tgt.forwards
+            done = tok == eos or len(res.new_token_ids) >= cfg.max_new_tokens
+            if done:                   # as the speculative loop does: the whole text at the end ...
+                res.text = text.final(res.new_token_ids)
+            elif cfg.full_trace:       # ... and, for a full trace, as it grows
+                res.text = text.update(res.new_token_ids)
+            t_yield = now_ms(device)
+            yield res
+            paused = now_ms(device) - t_yield  # time the consumer held the generator is not generation time
+            t_run += paused
+            t_prev += paused
+            if done:
+                return
+    finally:   # closed early (or failed): the text of what was produced
+        if not done:
+            res.text = text.final(res.new_token_ids)
 
 
 def baseline_generate(target: torch.nn.Module, input_ids: Any, cfg: SpecConfig, tokenizer: Any = None,
