@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup app cli test test-slow test-all bench browser-deps
+.PHONY: setup app cli test test-slow test-all bench browser-deps screenshots
 
 setup: $(VENV)/.installed
 
@@ -24,14 +24,19 @@ app: setup
 cli: setup
 	$(PY) -m specdec_core --prompt "Repeat the following text exactly: The quick brown fox jumps over the lazy dog." --baseline
 
+# --durations=30: every run (CI's too) prints its slowest tests
 test: setup browser-deps
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=30
 
-test-slow: setup
-	$(PY) -m pytest -q -m slow
+test-slow: setup browser-deps
+	$(PY) -m pytest -q -m slow --durations=30
 
 test-all: setup browser-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
+
+# the README's docs/screenshot.png and docs/presenter.png (no test writes them)
+screenshots: setup browser-deps
+	$(PY) -m tools.screenshots
 
 bench: setup
 	$(PY) -m specdec_core.bench

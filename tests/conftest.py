@@ -1,29 +1,27 @@
-"""Shared fixtures: tiny in-process models (random weights, no downloads) and the bundled model."""
+"""Shared fixtures: tiny in-process models (random weights, no downloads), the bundled model and the app
+served once per session."""
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 
-import pytest
-import torch
+# One intra-op thread for the tests, and passive waiting for any code that asks for more. Measured on this
+# project's 2-core machine: with 2 threads and OpenMP's default spinning, a bundled-model forward cost 0.5-1 s of
+# wall time and 250-550 ms of CPU while other work ran (about 85 ms and 45 ms with passive waiting, 77 ms and
+# 38 ms with one thread); the model tests (greedy decoding, a few tokens per forward) took 20 % less CPU and
+# no more wall time with one thread than with two on a lightly loaded machine. Set before torch is first
+# imported (pytest loads this file before any test module) and inherited by the apps and CLIs the tests
+# start; values set outside are kept. Tests of the thread-dependent paths set their thread count themselves.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-_SESSION_CACHE: list[str] = []
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
-
-def pytest_configure(config):
-    """The bundled model's converted copy (``specdec_core.models.bundled_cache``) goes to a folder of this test
-    session, unless SPECDEC_CACHE_DIR names one: the session's first load reads the GGUF file, and every
-    app, CLI and benchmark the tests start as a subprocess reads the converted copy."""
-    if not os.environ.get("SPECDEC_CACHE_DIR"):
-        _SESSION_CACHE.append(tempfile.mkdtemp(prefix="specdec-test-cache-"))
-        os.environ["SPECDEC_CACHE_DIR"] = _SESSION_CACHE[0]
-
-
-def pytest_unconfigure(config):
-    for folder in _SESSION_CACHE:
-        shutil.rmtree(folder, ignore_errors=True)
+# The bundled model loads through its persistent, per-machine cache (``specdec_core.models.bundled_cache``:
+# $SPECDEC_CACHE_DIR, else ~/.cache/speculative-decoding-explorer, keyed by the GGUF file's hash and the
+# transformers version): only the first session on a machine reads the GGUF file, and the apps and CLIs the
+# tests start read the same converted copy. tests/test_bundled_cache.py tests the cache in folders of its own.
 
 
 def make_tiny_lm(vocab_size: int = 8, seed: int = 0, scale: float = 4.0, layers: int = 1, hidden: int = 16):
@@ -47,17 +45,55 @@ def tiny_pair():
     return make_tiny_lm(seed=1), make_tiny_lm(seed=2)
 
 
+# The bundled model's verify curve: ms of one forward over 1..17 new tokens after 128 cached ones, one thread,
+# measured on this project's 2-core machine (``calibration.measure_verify_curve``, the mean of two runs). The
+# ``bundled`` fixture puts it in the process's calibration cache, so the cost-aware runs of the session use it
+# instead of measuring the curve again whenever a run needs a longer one (three calibrations, about 6 s of
+# forwards, in the default run). Measuring is tested on a tiny model in test_costmodel.py, and the app the
+# tests start calibrates for real.
+BUNDLED_VERIFY_MS = (31.5, 32.4, 38.0, 38.4, 57.4, 58.8, 65.9, 59.8, 68.0, 68.8, 76.4, 69.9, 78.1, 78.7, 86.2, 79.4,
+                     87.9)
+
+
 @pytest.fixture(scope="session")
 def bundled():
-    """(model, tokenizer) of the bundled SmolLM2-135M-Instruct, loaded once per test session."""
+    """(model, tokenizer) of the bundled SmolLM2-135M-Instruct, loaded once per test session, its verify curve
+    in the process's calibration cache (``BUNDLED_VERIFY_MS``)."""
     from specdec_core import load_bundled_model
-    return load_bundled_model("cpu")
+    from specdec_core.policy import calibration
+    model, tok = load_bundled_model("cpu")
+    calibration.default_cache().put(calibration.VerifyCurve(calibration.model_key(model), BUNDLED_VERIFY_MS,
+                                                            calibration.DEFAULT_CONTEXT, calibration.DEFAULT_REPEATS))
+    return model, tok
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that need the running app (``app_server``) run last: the app then serves them in one stretch
+    rather than idling (at about 3 % of a core) through the rest of the session. The browser's come first among
+    them: their first Live run, at the page's recommended settings, is the one that makes the app calibrate its
+    verify curve up to the recommended K, which then covers the API tests' smaller K (the other way round, the
+    app calibrates twice). Otherwise the usual order."""
+    def rank(item: pytest.Item) -> int:
+        if "app_server" not in getattr(item, "fixturenames", ()):
+            return 0
+        return 1 if item.get_closest_marker("browser") else 2
+    items.sort(key=rank)          # stable: the usual order within each rank
+
+
+@pytest.fixture(scope="session")
+def app_server():
+    """``python app.py`` (the bundled model, offline) on 127.0.0.1 and a free port, started once per session
+    for every test that needs a running app (the HTTP API, the load test, the browser), with a temporary
+    folder of its own (``tools.loadtest.AppProcess``: its export and Gradio cache folders live there)."""
+    from tools.loadtest import start_app
+    with start_app({"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """Tiny models: a second intra-op thread only adds overhead (and stalls badly on a busy CPU).
-    Restores the previous thread count after the module, so model tests keep their threads."""
+    """Tiny models: a second intra-op thread only adds overhead (and stalls badly on a busy CPU). One thread
+    for the module even where the session was given more (OMP_NUM_THREADS set outside); restored after it."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

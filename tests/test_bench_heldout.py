@@ -62,16 +62,18 @@ def test_render_marks_goals_refusals_and_sides_without_drafts():
 
 
 def test_a_short_real_run(bundled):
+    """One shipped draft and prompt lookup (each model draft's sides are built alike; the other shipped draft's
+    runs are tested in test_trained_draft_bundled.py)."""
     target, tok = bundled
-    hs = HeldoutSettings(prompts=2, max_new_tokens=6, repeats=1)
+    hs = HeldoutSettings(prompts=2, max_new_tokens=4, repeats=1, drafts=(DRAFTS[0], "ngram"))
     section = run_heldout(target, tok, hs, log=lambda _: None)
     sides = [r["side"] for r in section["rows"]]
-    assert sides == [f"{d}: {label}" for d in DRAFTS[:2] for label in setting_configs(6)] + ["ngram: defaults"]
+    assert sides == [f"{DRAFTS[0]}: {label}" for label in setting_configs(4)] + ["ngram: defaults"]
     assert not section["refusals"] and BASELINE not in sides
     assert all(r["speedup"] > 0 and r["prompts"] == 2 for r in section["rows"])
-    assert [bool(r["goal"]) for r in section["rows"]] == [True, False, False, False, True, False, False, False, False]
+    assert [bool(r["goal"]) for r in section["rows"]] == [True, False, False, False, False]
     one = [r for r in section["rows"] if r["acceptance_goal"]]
-    assert [r["side"] for r in one] == [f"{d}: {ONE_DRAFT}" for d in DRAFTS[:2]]
+    assert [r["side"] for r in one] == [f"{DRAFTS[0]}: {ONE_DRAFT}"]
     for r in one:
         assert r["drafted"] > 0 and r["acceptance"] == r["accepted"] / r["drafted"]
         # the draw alternates: a free-form prompt, then a template pair; both draft at K = 1

@@ -1,10 +1,12 @@
 """Prompt lookup's K policies replayed on recorded answers (``bench_replay``): the summary's ratios on
-hand-made rows, the CLI's refusals, and a short real report on the bundled model."""
+hand-made rows, the CLI's refusals, one real answer replayed, and (slow) a short real report on the bundled
+model."""
 import math
 
 import pytest
 
-from specdec_core.bench.replay import GROUPS, Answer, format_table, main, record_all, replay_report, summarize
+from specdec_core.bench.replay import (GROUPS, Answer, format_table, main, record, record_all, replay_report,
+                                       summarize)
 
 
 def _row(name, group, cost, heuristic, fixed, hindsight):
@@ -38,6 +40,23 @@ def test_cli_refuses_bad_settings_before_loading_anything(argv, what, capsys):
     assert err.startswith("error: " + what) and "Traceback" not in err
 
 
+def test_a_recorded_copy_replayed_under_every_policy(bundled):
+    """One real answer (the bundled model copying a passage), recorded and replayed, priced with a given verify
+    curve (so the figures do not move with the machine's load): the report's path in the default run; the
+    whole short report below is in the slow suite."""
+    from specdec_core.bench.prompts import PROMPTS
+    model, tok = bundled
+    p = next(p for p in PROMPTS if p.name == "copy-passage")
+    [answer] = record([(p.name, f"bench {p.kind}", p.text)], 16, model, tok)
+    assert answer.group == "bench extractive" and len(answer.output_ids) == 16
+    costs, [row] = replay_report(model, tok, [answer], k_max=4, verify_ms=[30.0, 31.0, 33.0, 34.0, 45.0])
+    assert costs.verify_ms == (30.0, 31.0, 33.0, 34.0, 45.0) and row["tokens"] == 16
+    assert set(row["fixed"]) == {1, 2, 3, 4}
+    assert row["hindsight"] <= min(row["cost"], row["heuristic"], *row["fixed"].values()) + 1e-6
+    assert row["fixed"][1] / row["cost"] > 1.4                # a copy: deep drafts land, the policy drafts deep
+
+
+@pytest.mark.slow
 def test_short_report_on_the_bundled_model(bundled):
     model, tok = bundled
     answers = record_all(model, tok, heldout=2, copies=1, seed=7, max_new_tokens=24)

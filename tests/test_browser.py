@@ -1,110 +1,57 @@
-"""End to end in a real browser: `python app.py` in a subprocess, driven by Debian chromium through the
-playwright package (never `playwright install`). Saves docs/screenshot.png."""
+"""End to end in a real browser: the session's app (``app_server`` in conftest.py, ``python app.py`` in a
+subprocess) driven by Debian chromium through the playwright package, never ``playwright install``
+(``tools/browser.py``). The default run keeps one smoke test: the default Live run streams tokens, draws every
+figure and reports its speedup. The rest drives every tab and is marked slow (``make test-slow``). Nothing is
+written to the tree: ``make screenshots`` refreshes the README's pictures (``tools/screenshots.py``)."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from specdec_core import Trace
-
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update"]
-FIGURES = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory")
+from tools.browser import (FIGURES, VIEWPORT, browser, chromium_missing, open_page, plot_title as _plot_title,
+                           plot_traces as _plot_traces, presenter_replay_at, run_live, set_number as _set_number,
+                           wait_for_anatomy)
 
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason=f"{CHROMIUM} is absent (apt-get install chromium, or make browser-deps)")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+              pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("app") / "app.log"
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.time() + 150
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"app.py exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"app.py did not serve {url} within 150 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def server(app_server):
+    return app_server.url
 
 
 @pytest.fixture(scope="module")
 def page(server):
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        pg.set_default_timeout(30_000)
-        pg.goto(server)
-        pg.wait_for_selector("#run")
-        yield pg
-        browser.close()
+    with browser() as b:
+        yield open_page(b, server, accept_downloads=True)
 
 
-def _plot_traces(pg, elem_id: str) -> int:
-    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
-                       " return d && d.data ? d.data.length : -1; }")
+def test_smoke_the_default_live_run(page):
+    """The page as a visitor finds it: Run with the default prompt, pair and settings."""
+    pg = page
+    first_token_s = run_live(pg)
+    assert first_token_s < 60, f"first token took {first_token_s:.0f} s"
+    assert pg.locator("#tokens .sd-stream .sd-tok").count() >= 1
+    assert pg.locator("#tokens .sd-stream .sd-it").count() >= 1
+    assert all(_plot_traces(pg, fid) >= 0 for fid in FIGURES)
+    assert _plot_traces(pg, "plot-race") == 2, "race needs the speculative and the baseline curves"
+    assert _plot_traces(pg, "plot-timeline") >= 4
+    summary = pg.inner_text("#summary")
+    assert "measured speedup" in summary and "identical to baseline" in summary
+    assert "yes" in pg.locator("#summary tr", has_text="identical to baseline").inner_text()
 
 
-def _plot_title(pg, elem_id: str) -> str:
-    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
-                       " return d && d.layout && d.layout.title ? String(d.layout.title.text || '') : ''; }")
-
-
+@pytest.mark.slow
 def test_live_run_step_export_replay(page, tmp_path):
     pg = page
     prompt = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs sleep on the warm red mat."
-    pg.fill("#prompt textarea", prompt)
-    max_new = pg.locator("#max-new input[type=number]")
-    max_new.fill("40")
-    max_new.press("Enter")
-    t0 = time.time()
-    pg.click("#run")
-    # tokens stream in while the run is going: the first ones appear before the baseline is done
-    pg.wait_for_selector("#tokens .sd-stream .sd-tok", timeout=90_000)
-    first_token_s = time.time() - t0
-    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Done')",
-                         timeout=150_000)
+    first_token_s = run_live(pg, prompt, max_new=40)
     assert first_token_s < 60, f"first token took {first_token_s:.0f} s"
-    # every figure rendered with data (the residual may be an empty-state message figure)
-    for fid in FIGURES:
-        pg.wait_for_selector(f"#{fid} .js-plotly-plot")
     assert _plot_traces(pg, "plot-race") == 2, "race needs the speculative and the baseline curves"
     assert _plot_traces(pg, "plot-timeline") >= 4
     assert _plot_traces(pg, "plot-outcomes") == 5
@@ -120,7 +67,6 @@ def test_live_run_step_export_replay(page, tmp_path):
     assert pg.locator("#tokens .sd-stream .sd-rej").count() >= 1
     assert pg.get_attribute("#tokens .sd-sel", "data-it") == str(n_iter - 1)
     assert _plot_title(pg, "plot-pq").startswith(f"Iteration {n_iter}:")
-    pg.screenshot(path=str(ROOT / "docs" / "screenshot.png"), full_page=True)
 
     # step back one iteration: the token stream and plot-pq / plot-residual follow
     pg.click("#prev")
@@ -159,6 +105,7 @@ def test_live_run_step_export_replay(page, tmp_path):
     pg.get_by_text("This file cannot be replayed").first.wait_for(timeout=20_000)
 
 
+@pytest.mark.slow
 def test_stop_keeps_what_was_produced(page):
     pg = page
     pg.get_by_role("tab", name="Live").click()
@@ -180,17 +127,12 @@ def test_stop_keeps_what_was_produced(page):
         "() => (document.querySelector('#plot-race .js-plotly-plot').layout.annotations || []).map(a => a.text)"))
 
 
-def _set_number(pg, elem_id: str, value: int) -> None:
-    box = pg.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-
-
 def _wait_for_data(pg, elem_id: str, timeout: int = 120_000) -> None:
     pg.wait_for_function(f"() => (document.querySelector('#{elem_id} .js-plotly-plot')?.data || []).length > 0",
                          timeout=timeout)
 
 
+@pytest.mark.slow
 def test_teaching_tabs_each_run_once(page):
     """Exactness lab (correct, then with a bug switched on), simulator, theory, draft comparison, K sweep."""
     pg = page
@@ -237,13 +179,7 @@ def _slider(pg, elem_id: str) -> int:
     return int(pg.evaluate(f"() => document.querySelector('#{elem_id} input[type=range]').value"))
 
 
-def _wait_for_anatomy(pg, iteration: int) -> None:
-    # "Anatomy of iteration N — step …", or just "Anatomy of iteration N" for one that drafted nothing (a run's
-    # last iteration may have no room left for a draft)
-    pg.wait_for_function(f"() => /^Anatomy of iteration {iteration}( —|$)/.test("
-                         "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')")
-
-
+@pytest.mark.slow
 def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     """Replay shows the first example with every figure drawn; ← / → / Home / End step, Space plays and pauses."""
     pg = page
@@ -264,18 +200,18 @@ def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     # each key's step is done when the anatomy (drawn last) shows it: a step still on its way would move the
     # slider back after the next key
     pg.keyboard.press("End")
-    _wait_for_anatomy(pg, n)
+    wait_for_anatomy(pg, n)
     pg.keyboard.press("Home")
-    _wait_for_anatomy(pg, 1)
+    wait_for_anatomy(pg, 1)
     assert _slider(pg, "replay-iteration") == 1
     pg.keyboard.press("ArrowRight")
     pg.wait_for_function("() => (document.querySelector('#replay-plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
                          ".startsWith('Iteration 2:')")
     assert _slider(pg, "replay-iteration") == 2
-    _wait_for_anatomy(pg, 2)                       # drawn after plot-pq
+    wait_for_anatomy(pg, 2)                       # drawn after plot-pq
     assert pg.get_attribute("#replay-tokens .sd-sel", "data-it") == "1"
     pg.keyboard.press("End")
-    _wait_for_anatomy(pg, n)
+    wait_for_anatomy(pg, n)
     assert _slider(pg, "replay-iteration") == n
 
     # typing in a field does not step
@@ -297,41 +233,20 @@ def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     assert _slider(pg, "replay-iteration") == stopped_at < n
 
 
+@pytest.mark.slow
 def test_presenter_mode_from_the_url(page, server):
-    """?presenter=1: tokens at ≥ 24 px (computed style), larger figure text, the Live settings folded.
-    Saves docs/presenter.png (the Replay tab in presenter mode)."""
-    context = page.context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    """?presenter=1: tokens at ≥ 24 px (computed style), larger figure text, the Live settings folded; the
+    keyboard steps the Replay tab; switched off, the normal type is back."""
+    context = page.context.browser.new_context(viewport=dict(VIEWPORT))
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     try:
-        pg.goto(server + "?presenter=1")
-        pg.wait_for_selector("#run")
-        pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
-        pg.wait_for_function("() => document.querySelector('#presenter input')?.checked === true")
-        pg.wait_for_function("() => !document.querySelector('#live-settings .label-wrap').classList.contains('open')")
-        pg.get_by_role("tab", name="Replay").click()
-        pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+        presenter_replay_at(pg, server, iteration=4)
         px = pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#replay-tokens .sd-stream .sd-tok')).fontSize)")
         assert px >= 24, px
-        pg.wait_for_selector("#replay-plot-pq .main-svg text")
         tick = pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector("
                            "'#replay-plot-pq .main-svg text')).fontSize)")
         assert tick >= 16, tick
-        pg.click("#replay-note")
-        pg.keyboard.press("Home")
-        pg.wait_for_function("() => document.querySelector('#replay-iteration input[type=range]').value === '1'")
-        pg.keyboard.press("ArrowRight")
-        pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
-                             "?.text || '').startsWith('Anatomy of iteration 2')")
-        for i in (3, 4):                               # each step drawn before the next key (a busy machine is slow)
-            pg.keyboard.press("ArrowRight")
-            pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{i}'")
-            pg.wait_for_function("() => (document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title"
-                                 f"?.text || '').startsWith('Anatomy of iteration {i}')")
-        pg.set_viewport_size({"width": 1400, "height": 1560})
-        pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
-        time.sleep(1.0)
-        pg.screenshot(path=str(ROOT / "docs" / "presenter.png"), full_page=False)
         pg.click("#presenter input")                   # off again: normal type
         pg.wait_for_function("() => !document.body.classList.contains('sd-presenter')")
         assert pg.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#replay-tokens .sd-stream .sd-tok'))"

@@ -18,7 +18,7 @@ EXTRACTIVE = ("Repeat the following text exactly: The mitochondria is the powerh
 def test_greedy_speculative_equals_baseline(bundled, drafter):
     model, tok = bundled
     ids = encode_prompt(tok, EXTRACTIVE)
-    cfg = SpecConfig(k=4, temperature=0.0, max_new_tokens=24)
+    cfg = SpecConfig(k=4, temperature=0.0, max_new_tokens=16)
     draft = NGramDrafter() if drafter == "ngram" else ModelDrafter(model)
     trace = speculative_generate(model, draft, ids, cfg, tok)
     base = baseline_generate(model, ids, cfg, tok)
@@ -102,15 +102,21 @@ def run_cli(*args, env=None):
                           timeout=300, env={**os.environ, **(env or {})})
 
 
-def test_cli_failed_download_is_plain(tmp_path):
-    r = run_cli("--prompt", "hi", "--target", "some-org/not-a-model", env={"HF_HUB_OFFLINE": "1"})
-    assert r.returncode == 2 and "could not load 'some-org/not-a-model'" in r.stderr and "Traceback" not in r.stderr
+def test_cli_failed_download_is_plain(monkeypatch, capsys):
+    import specdec_core.models.loading as models
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout=3.0: False)    # as offline (HF_HUB_OFFLINE=1)
+    assert main(["--prompt", "hi", "--target", "some-org/not-a-model"]) == 2
+    err = capsys.readouterr().err
+    assert "could not load 'some-org/not-a-model'" in err and "Traceback" not in err
 
 
 def test_cli_end_to_end_offline_with_baseline(tmp_path):
+    """``python -m specdec_core`` in a fresh process. Fixed K: the default cost-aware policy would first calibrate
+    the target in that process (about 60 forwards, half this test's time); the CLI's defaults, and a run with
+    them, are checked in test_api.py."""
     out = tmp_path / "trace.json"
-    r = run_cli("--prompt", EXTRACTIVE, "--baseline", "--max-new-tokens", "12", "--json", str(out),
-                env={"HF_HUB_OFFLINE": "1"})
+    r = run_cli("--prompt", EXTRACTIVE, "--baseline", "--max-new-tokens", "12", "--k-policy", "fixed",
+                "--json", str(out), env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert "mitochondria" in r.stdout and "output identical to baseline: yes" in r.stdout
     for label in ("acceptance:", "tokens/iteration", "forwards: target", "tokens/s (measured)", "speedup:"):
@@ -118,6 +124,7 @@ def test_cli_end_to_end_offline_with_baseline(tmp_path):
     assert "Converting" not in r.stderr
     trace = Trace.from_dict(json.loads(out.read_text()))
     assert trace.baseline is not None and trace.baseline.new_token_ids == trace.new_token_ids
+    assert trace.config["k_policy"] == "fixed"
 
 
 def test_hub_model_without_network_fails_fast_and_plainly(monkeypatch):

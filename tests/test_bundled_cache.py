@@ -1,5 +1,6 @@
-"""The bundled model's converted copy: the same weights, config and tokenizer as the GGUF read, and a cache
-that survives damage, concurrency leftovers and an unwritable location."""
+"""The bundled model's converted copy: the same weights, config and tokenizer after a write and a read (in a
+cache folder of the test's own; the conversion from the GGUF file itself, a 30 s read, in the slow suite), and
+a cache that survives damage, concurrency leftovers and an unwritable location."""
 from __future__ import annotations
 
 import os
@@ -21,7 +22,45 @@ def _never():
     raise AssertionError("converted again although the cache holds the entry")
 
 
+def _assert_same_model(a_model, a_tok, b_model, b_tok):
+    """Bit-equal weights (the head still tied to the embedding), the same config but the GGUF reader's
+    quantization note, the same generation config, tokenizer and logits."""
+    a, b = a_model.state_dict(), b_model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    assert b_model.lm_head.weight.data_ptr() == b_model.model.embed_tokens.weight.data_ptr()  # still tied
+    ca, cb = a_model.config.to_dict(), b_model.config.to_dict()
+    assert {k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k)} <= {"quantization_config"}
+    assert a_model.generation_config.to_dict() == b_model.generation_config.to_dict()
+
+    assert len(b_tok) == len(a_tok) and b_tok.get_vocab() == a_tok.get_vocab()
+    assert b_tok.all_special_tokens == a_tok.all_special_tokens and b_tok.chat_template == a_tok.chat_template
+    for text in TEXTS:
+        assert b_tok.encode(text) == a_tok.encode(text)
+        ids = encode_prompt(b_tok, text)
+        assert ids == encode_prompt(a_tok, text)
+        assert b_tok.decode(ids) == a_tok.decode(ids)
+    ids = torch.tensor([encode_prompt(b_tok, TEXTS[0])])   # > 16 tokens: the stock linear path on both
+    with torch.no_grad():
+        assert torch.equal(a_model(ids).logits, b_model(ids).logits)
+
+
+def test_a_written_entry_reads_back_equal(tmp_path, monkeypatch, bundled):
+    """The session's bundled model (itself read from the persistent cache) written to a cache of this test
+    and read back: the same model, without reading the GGUF file again."""
+    monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path))
+    gguf = os.path.join(bundled_model_dir(), BUNDLED_GGUF)
+    model, tok = bundled
+    assert bundled_cache.load_converted(gguf, lambda: (model, tok))[0] is model
+    cached, cached_tok = bundled_cache.load_converted(gguf, _never)
+    assert cached is not model and os.listdir(tmp_path) == [bundled_cache.entry_name(gguf)]
+    assert cached.config._name_or_path == bundled_model_dir()      # the identity of a GGUF load
+    _assert_same_model(model, tok, cached, cached_tok)
+
+
+@pytest.mark.slow
 def test_the_cached_copy_equals_the_gguf_read(tmp_path, monkeypatch):
+    """The conversion itself: the GGUF file read and dequantized by transformers (about 30 s), written,
+    read back."""
     monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path))
     folder = bundled_model_dir()
     gguf = os.path.join(folder, BUNDLED_GGUF)
@@ -29,24 +68,8 @@ def test_the_cached_copy_equals_the_gguf_read(tmp_path, monkeypatch):
     assert bundled_cache.load_converted(gguf, lambda: (direct, direct_tok))[0] is direct
     cached, tok = bundled_cache.load_converted(gguf, _never)
     assert cached is not direct and os.listdir(tmp_path) == [bundled_cache.entry_name(gguf)]
-
-    a, b = direct.state_dict(), cached.state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
-    assert cached.lm_head.weight.data_ptr() == cached.model.embed_tokens.weight.data_ptr()  # still tied
-    ca, cb = direct.config.to_dict(), cached.config.to_dict()
-    assert {k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k)} == {"quantization_config"}
-    assert direct.generation_config.to_dict() == cached.generation_config.to_dict()
-
-    assert len(tok) == len(direct_tok) and tok.get_vocab() == direct_tok.get_vocab()
-    assert tok.all_special_tokens == direct_tok.all_special_tokens and tok.chat_template == direct_tok.chat_template
-    for text in TEXTS:
-        assert tok.encode(text) == direct_tok.encode(text)
-        ids = encode_prompt(tok, text)
-        assert ids == encode_prompt(direct_tok, text)
-        assert tok.decode(ids) == direct_tok.decode(ids)
-    ids = torch.tensor([encode_prompt(tok, TEXTS[0])])
-    with torch.no_grad():
-        assert torch.equal(direct(ids).logits, cached(ids).logits)
+    _assert_same_model(direct, direct_tok, cached, tok)
+    assert "quantization_config" in direct.config.to_dict() and "quantization_config" not in cached.config.to_dict()
 
 
 @pytest.fixture

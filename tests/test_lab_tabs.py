@@ -163,7 +163,7 @@ def test_prompts_parsing():
 
 def test_compare_lists_the_incompatible_toy_and_ranks_the_rest(pool):
     fig, table, rejected, summary = tab_compare.run_compare(pool, "bundled", "Count from 1 to 10, separated by commas.",
-                                                   True, 3, 0.0, 12, 0, progress=None)
+                                                   True, 3, 0.0, 8, 0, progress=None)
     names = [row[1] for row in table.value["data"]]
     assert names[0] == "baseline (target only)"
     assert "prompt lookup (n-gram)" in names and any(n.startswith("self") for n in names)
@@ -189,8 +189,8 @@ def test_ksweep_on_the_bundled_model(pool):
 
 def test_lab_on_the_bundled_model_with_prompt_lookup(pool):
     fig, verdict, details = tab_lab.run_lab(pool, "ngram", tab_lab.LAB_DEFAULTS["ngram"][0], False, 0.0, 1, 3, 1.0, 0, 1.0,
-                                       20, 0, True, False, False, 2.0, False, progress=None)
-    assert "20 of 20" in details and "20 runs drafted" in details
+                                       10, 0, True, False, False, 2.0, False, progress=None)
+    assert "10 of 10" in details and "10 runs drafted" in details
     assert "resample_from_p" in details and isinstance(fig, go.Figure)
 
 

@@ -14,8 +14,9 @@ and the solo time gives the serialized lower bound (requests × solo time, as if
 
 Printed: sessions, requests, errors (unexpected), expected refusals, cancelled jobs, p50/p95/max latency
 of the Live runs next to the serialized lower bound, cross-talk (outputs differing from solo), the app
-process's RSS before (after the solo phase, warm) and after, files left in the export and Gradio cache
-folders. Exit status 1 when anything unexpected happened. Loopback only; every loop is bounded.
+process's RSS before (after the solo phase, warm) and after, the files the load added to the export and
+Gradio cache folders (an app that served others before keeps theirs). Exit status 1 when anything unexpected
+happened. Loopback only; every loop is bounded.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class Report:
     rss_before_mb: float = 0.0
     rss_after_mb: float = 0.0
     rss_waves_mb: list[float] = field(default_factory=list)   # after each wave of the load
-    export_files: int = 0
+    export_files: int = 0                                  # new files since the load began
     cache_files: int = 0
     sessions_served: int = 0
 
@@ -89,7 +90,7 @@ class Report:
             f"cross-talk (traces differing from the solo run, same seed): {len(self.mismatches)}",
             f"app RSS: {self.rss_before_mb:.0f} MB before (warm, after the solo runs), {self.rss_after_mb:.0f} MB "
             f"after ({growth:+.1f} %){later}",
-            f"files left: {self.export_files} in the export folder, {self.cache_files} in Gradio's cache",
+            f"files the load left: {self.export_files} in the export folder, {self.cache_files} in Gradio's cache",
         ]
         lines += [f"  error: {e}" for e in self.errors[:10]] + [f"  mismatch: {m}" for m in self.mismatches[:10]]
         return "\n".join(lines)
@@ -172,11 +173,9 @@ def start_app(env_extra: dict[str, str] | None = None, start_timeout_s: float = 
         log.close()
 
 
-def count_files(folder: str) -> int:
-    n = 0
-    for _, _, files in os.walk(folder):
-        n += len(files)
-    return n
+def files_in(folder: str) -> set[str]:
+    """Every file under ``folder`` (none when it does not exist)."""
+    return {os.path.join(top, name) for top, _, names in os.walk(folder) for name in names}
 
 
 # --- what a session does ----------------------------------------------------------------------------------
@@ -184,6 +183,53 @@ def count_files(folder: str) -> int:
 def client(url: str) -> Any:
     from gradio_client import Client
     return Client(url, verbose=False, download_files=False)
+
+
+class ApiError(Exception):
+    """The app refused an API call; the message is the one the page would show."""
+
+
+class HttpApi:
+    """The app's named endpoints over plain HTTP, as curl would call them (Gradio's REST API: POST the inputs to
+    ``/gradio_api/call/<name>``, then read the result from that call's event stream). Inputs left out take the
+    endpoint's defaults, read once from its API description. A call costs the client almost no CPU (gradio_client
+    polls in threads of its own: about 40 ms of CPU and 70 ms per call here, against 20 ms), so checks that make
+    many calls use this."""
+
+    def __init__(self, url: str) -> None:
+        c = client(url)
+        try:
+            api = c.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        finally:
+            c.close()
+        self.url = url
+        self.inputs = {name: [(p["parameter_name"], p.get("parameter_default")) for p in ep["parameters"]]
+                       for name, ep in api.items()}
+
+    def call(self, api_name: str, **inputs: Any) -> list:
+        """The endpoint's outputs. Raises ApiError when the app refuses, ValueError or TypeError for inputs
+        that are not strict JSON."""
+        import urllib.request
+        names = self.inputs[api_name]
+        unknown = set(inputs) - {n for n, _ in names}
+        if unknown:
+            raise TypeError(f"{api_name} has no input(s) {sorted(unknown)}")
+        body = json.dumps({"data": [inputs.get(n, default) for n, default in names]}, allow_nan=False)
+        request = urllib.request.Request(f"{self.url}gradio_api/call{api_name}", data=body.encode("utf-8"),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as r:
+            event_id = json.loads(r.read())["event_id"]
+        with urllib.request.urlopen(f"{self.url}gradio_api/call{api_name}/{event_id}", timeout=600) as r:
+            stream = r.read().decode("utf-8")
+        events = [dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+                  for block in stream.split("\n\n") if block.strip()]
+        last = next((e for e in reversed(events) if e.get("event") in ("complete", "error")), {})
+        data = json.loads(last["data"]) if last.get("data") else None
+        if last.get("event") == "complete":
+            return data
+        if last.get("event") == "error":
+            raise ApiError(str(data.get("error") or "") if isinstance(data, dict) else str(data or ""))
+        raise RuntimeError(f"{api_name}: no result in the event stream: {stream[-300:]!r}")
 
 
 def generate_args(setting: tuple, tokens: int) -> dict[str, Any]:
@@ -284,12 +330,14 @@ def run_session(url: str, index: int, runs: int, tokens: int, start: threading.B
         pass
 
 
-def solo_runs(url: str, tokens: int, report: Report) -> dict[int, tuple]:
-    """Each setting once, alone: the reference traces and the solo times."""
+def solo_runs(url: str, tokens: int, report: Report, warm_up: bool = True) -> dict[int, tuple]:
+    """Each setting once, alone (after an untimed run of it, if ``warm_up``): the reference traces and the
+    solo times."""
     c = client(url)
     reference = {}
     for s, setting in enumerate(SETTINGS):
-        c.predict(**generate_args(setting, tokens), api_name="/generate")     # warm-up of this setting
+        if warm_up:
+            c.predict(**generate_args(setting, tokens), api_name="/generate")
         t0 = time.monotonic()
         trace, _ = c.predict(**generate_args(setting, tokens), api_name="/generate")
         report.solo_s[str(s)] = time.monotonic() - t0
@@ -298,11 +346,13 @@ def solo_runs(url: str, tokens: int, report: Report) -> dict[int, tuple]:
     return reference
 
 
-def run_load(app: AppProcess, sessions: int, runs: int, tokens: int, waves: int = 1) -> Report:
+def run_load(app: AppProcess, sessions: int, runs: int, tokens: int, waves: int = 1, warm_up: bool = True) -> Report:
     """Solo reference runs, then ``waves`` times: ``sessions`` simultaneous sessions of ``runs`` runs each
-    (sessions_served counts the last wave's sessions), then one more solo run to compare."""
+    (sessions_served counts the last wave's sessions), then one more solo run to compare. Without ``warm_up``
+    the solo times include each setting's first run (a check that reads no timing need not pay for it)."""
     report = Report(sessions=sessions)
-    reference = solo_runs(app.url, tokens, report)
+    before = files_in(app.export_dir), files_in(app.cache_dir)
+    reference = solo_runs(app.url, tokens, report, warm_up)
     report.rss_before_mb = rss_mb(app.proc.pid)
     lock = threading.Lock()
     for _ in range(waves):
@@ -327,8 +377,8 @@ def run_load(app: AppProcess, sessions: int, runs: int, tokens: int, waves: int 
         report.mismatches.append("the run after the load differs from the solo run")
     c.close()
     report.rss_after_mb = rss_mb(app.proc.pid)
-    report.export_files = count_files(app.export_dir)
-    report.cache_files = count_files(app.cache_dir)
+    report.export_files = len(files_in(app.export_dir) - before[0])
+    report.cache_files = len(files_in(app.cache_dir) - before[1])
     return report
 
 

@@ -1,0 +1,112 @@
+"""The headless-browser set-up shared by the browser tests and ``tools.screenshots``: Debian's chromium
+(``/usr/bin/chromium``, from apt, see ``scripts/install-chromium.sh``) driven through the PyPI ``playwright``
+package, never ``playwright install``; and the Live run as a viewer starts it (click Run, wait for Done)."""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update"]
+VIEWPORT = {"width": 1400, "height": 1000}
+FIGURES = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory")
+
+
+def chromium_missing() -> str | None:
+    """Why no browser can be started here, or None when it can."""
+    if not os.path.exists(CHROMIUM):
+        return (f"{CHROMIUM} is absent and could not be installed (make browser-deps needs root or sudo: "
+                "apt-get install chromium)")
+    return None
+
+
+@contextmanager
+def browser() -> Iterator[Any]:
+    """A headless chromium (playwright ``Browser``), closed on exit."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_page(b: Any, url: str, **context: Any) -> Any:
+    """A new page on ``url`` once the app has drawn its Run button."""
+    pg = b.new_page(viewport=dict(VIEWPORT), **context)
+    pg.set_default_timeout(30_000)
+    pg.goto(url)
+    pg.wait_for_selector("#run")
+    return pg
+
+
+def set_number(pg: Any, elem_id: str, value: int) -> None:
+    box = pg.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def plot_traces(pg: Any, elem_id: str) -> int:
+    """How many traces the figure in ``#elem_id`` holds (-1 when it has none drawn)."""
+    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
+                       " return d && d.data ? d.data.length : -1; }")
+
+
+def plot_title(pg: Any, elem_id: str) -> str:
+    return pg.evaluate(f"() => {{ const d = document.querySelector('#{elem_id} .js-plotly-plot');"
+                       " return d && d.layout && d.layout.title ? String(d.layout.title.text || '') : ''; }")
+
+
+def run_live(pg: Any, prompt: str | None = None, max_new: int | None = None) -> float:
+    """Run Live on the page (with the given prompt and max new tokens, else the page's defaults) and wait
+    until the status says Done and every figure is drawn. Returns the seconds until the first token showed."""
+    if prompt is not None:
+        pg.fill("#prompt textarea", prompt)
+    if max_new is not None:
+        set_number(pg, "max-new", max_new)
+    done = "() => (document.querySelector('#status') || {}).innerText?.includes('Done')"
+    after_a_run = pg.evaluate(done)
+    t0 = time.time()
+    pg.click("#run")
+    if after_a_run:        # the last run's status and tokens are still shown until this run's first update
+        pg.wait_for_function(f"() => !({done})()", timeout=90_000, polling=50)
+    # tokens stream in while the run is going: the first ones appear before the baseline is done
+    pg.wait_for_selector("#tokens .sd-stream .sd-tok", timeout=90_000)
+    first_token_s = time.time() - t0
+    pg.wait_for_function(done, timeout=150_000)
+    for fid in FIGURES:
+        pg.wait_for_selector(f"#{fid} .js-plotly-plot")
+    return first_token_s
+
+
+def presenter_replay_at(pg: Any, url: str, iteration: int) -> None:
+    """Open ``url`` in presenter mode (``?presenter=1``: the body class set, the toggle on, the Live settings
+    folded), go to the Replay tab's example and step to ``iteration`` with the keyboard, each step drawn
+    before the next key."""
+    pg.goto(url + "?presenter=1")
+    pg.wait_for_selector("#run")
+    pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
+    pg.wait_for_function("() => document.querySelector('#presenter input')?.checked === true")
+    pg.wait_for_function("() => !document.querySelector('#live-settings .label-wrap').classList.contains('open')")
+    pg.get_by_role("tab", name="Replay").click()
+    pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+    pg.wait_for_selector("#replay-plot-pq .main-svg text")
+    pg.click("#replay-note")                       # focus outside any field
+    pg.keyboard.press("Home")
+    wait_for_anatomy(pg, 1)      # a step still on its way would move the slider back after the next key
+    for i in range(2, iteration + 1):
+        pg.keyboard.press("ArrowRight")
+        wait_for_anatomy(pg, i)
+        pg.wait_for_function(f"() => document.querySelector('#replay-iteration input[type=range]').value === '{i}'")
+
+
+def wait_for_anatomy(pg: Any, iteration: int) -> None:
+    """Until the Replay tab's anatomy figure (drawn last for a step) shows ``iteration``: "Anatomy of iteration
+    N — step …", or just "Anatomy of iteration N" for one that drafted nothing."""
+    pg.wait_for_function(f"() => /^Anatomy of iteration {iteration}( —|$)/.test("
+                         "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')")
