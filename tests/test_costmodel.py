@@ -332,11 +332,11 @@ def test_prompt_lookup_learns_that_its_drafts_fail_and_never_asks_beyond_its_sou
     keep failing in free text bring K to 0; no match means no drafts, and K never exceeds what the source
     offers."""
     pol = CostAwareK(8, list(CPU_CURVE), 0.05, draft_per_token=False)
-    assert pol.profile(DraftOutlook(match_len=1, available=50, ties=1)).a(1) == pytest.approx(PRIOR_ALPHA)
+    assert pol.profile(DraftOutlook(match_len=1, available=50)).a(1) == pytest.approx(PRIOR_ALPHA)
     assert pol.choose(100, DraftOutlook(match_len=0, available=0)) == (0, "cost: no drafts (prompt lookup finds no match)")
     ks = []
     for _ in range(30):
-        k, _ = pol.choose(100, DraftOutlook(match_len=1, available=50, ties=1))
+        k, _ = pol.choose(100, DraftOutlook(match_len=1, available=50))
         ks.append(k)
         _observe(pol, k, 0, CPU_CURVE[k])
     assert ks[0] >= 1 and ks[-10:].count(0) >= 7                          # mostly K = 0 once it has learnt
@@ -348,12 +348,12 @@ def test_prompt_lookup_follows_the_match_that_reaches_furthest_back():
     import numpy as np
     from specdec_core.drafters.ngram import find_match
     ids = np.array([1, 2, 3, 4, 5, 9, 9, 3, 4, 5, 7, 7, 1, 2, 3, 4, 5])
-    assert find_match(ids, 3) == (5, 5, 1, 1)        # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
+    assert find_match(ids, 3) == (5, 5)        # "3 4 5" at 2 (preceded by "1 2") beats the later one at 7
     assert lookup_ngram(ids, 3, max_ngram=3) == [9, 9, 3]
-    assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12, ties=1, agreeing=1)
-    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1, 2, 1)   # "1" twice, neither reaching further
-    assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1, 2, 2)   # both "1"s were followed by 8
-    assert find_match(np.array([3, 4]), 3) == (-1, 0, 0, 0)
+    assert NGramDrafter().outlook(ids.tolist()) == DraftOutlook(match_len=5, available=12)
+    assert find_match(np.array([7, 1, 8, 1, 9, 1]), 3) == (4, 1)   # "1" twice, neither reaching further: the most recent
+    assert find_match(np.array([1, 8, 1, 8, 5, 1]), 3) == (3, 1)   # both "1"s: the most recent
+    assert find_match(np.array([3, 4]), 3) == (-1, 0)
 
 
 def test_prompt_lookup_tells_a_copy_from_the_answers_start_and_where_its_source_ends():
@@ -370,7 +370,7 @@ def test_prompt_lookup_tells_a_copy_from_the_answers_start_and_where_its_source_
     assert later.copying is False and later.match_len == 2 and later.to_eos == 2
     assert dr.outlook(prompt, eos).copying is None       # nothing generated yet
     assert NGramDrafter().outlook(prompt + [5, 6], eos).copying is None       # never started: prompt unknown
-    assert dr.outlook(prompt + [12], eos) == DraftOutlook(match_len=0, available=0, ties=0, agreeing=0)
+    assert dr.outlook(prompt + [12], eos) == DraftOutlook(match_len=0, available=0)
 
 
 def test_an_outlook_without_the_eos_keyword_still_works():
@@ -394,7 +394,7 @@ def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_it
     fresh two-token match is drafted deeper than the same match in free text; a source that reaches the
     end-of-sequence token bounds K and the finish plan (a copy that holds ends the run there)."""
     quiet = [20.4, 21.3, 23.2, 23.2, 31.2, 35.7, 41.5, 40.5, 47.0]      # this CPU on a quiet day
-    fresh = dict(match_len=2, available=200, ties=1, agreeing=1)
+    fresh = dict(match_len=2, available=200)
     free, copying = DraftOutlook(**fresh, copying=False), DraftOutlook(**fresh, copying=True)
     pol = CostAwareK(8, quiet, 0.05, draft_per_token=False)
     assert pol.profile(copying).a(2) == pytest.approx(COPY_PRIOR) and pol.profile(free).a(2) < COPY_PRIOR
@@ -403,15 +403,15 @@ def test_prompt_lookup_drafts_a_copy_from_the_answers_start_deep_and_not_past_it
     assert pol.choose(100, free)[0] == 3
     k, why = pol.choose(100, copying)
     assert k == 7 and "match of 2 tokens (all generated so far copies its source)" in why
-    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=4, copying=True))
+    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, to_eos=4, copying=True))
     assert k == 3 and "finishes the last 4 tokens soonest" in why and "the source ends the sequence in 4)" in why
     # not a copy from the answer's start (a match in free text that points near the prompt's end): K stops
     # short of the source's end, but the run is not planned to end there
-    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=4, copying=False))
+    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, to_eos=4, copying=False))
     assert k == 3 and "finishes" not in why and "the source ends the sequence in 4)" in why
-    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=1))
+    k, why = pol.choose(100, DraftOutlook(match_len=30, available=200, to_eos=1))
     assert (k, why) == (0, "cost: no drafts (the match's source ends the sequence next: the target's own token decides)")
-    assert pol.choose(2, DraftOutlook(match_len=30, available=200, ties=1, agreeing=1, to_eos=9))[0] == 2
+    assert pol.choose(2, DraftOutlook(match_len=30, available=200, to_eos=9))[0] == 2
 
 
 def test_calibration_times_each_size_and_is_cached(one_thread):

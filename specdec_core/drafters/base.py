@@ -63,8 +63,6 @@ class DraftOutlook:
     """What a drafter can tell, for free, before it drafts (``outlook(ids)``, optional): the K policy
     prices the next iteration with it."""
     match_len: int | None = None   # prompt lookup: how many of the last tokens its source matches (0: none)
-    ties: int | None = None        # prompt lookup: earlier occurrences that match as far back (1: unique)
-    agreeing: int | None = None    # prompt lookup: how many of those ties continue with the token it drafts first
     available: int | None = None   # prompt lookup: tokens its source offers after the match
     unseen: int | None = None      # a draft model: tokens it must run over before it can draft
     copying: bool | None = None    # prompt lookup: the match reaches back past the first generated token (all

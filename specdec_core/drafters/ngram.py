@@ -43,10 +43,10 @@ class NGramDrafter:
     def outlook(self, ids: list[int], eos_token_id: int | None = None) -> DraftOutlook:
         m = self._find(ids)
         if not m.length:
-            return DraftOutlook(match_len=0, available=0, ties=m.ties, agreeing=m.agreeing)
+            return DraftOutlook(match_len=0, available=0)
         generated = len(ids) - self._prompt_len if self._prompt_len is not None else 0
         source = ids[m.start:m.start + MAX_MATCH]
-        return DraftOutlook(match_len=m.length, available=len(ids) - m.start, ties=m.ties, agreeing=m.agreeing,
+        return DraftOutlook(match_len=m.length, available=len(ids) - m.start,
                             copying=m.length > generated if generated > 0 else None,
                             to_eos=source.index(eos_token_id) + 1 if eos_token_id in source else None)
 
@@ -72,18 +72,15 @@ class Match(NamedTuple):
     """Prompt lookup's match (``find_match``)."""
     start: int         # where the continuation it proposes starts (-1: no match)
     length: int        # how many of the sequence's last tokens it matches (0: none)
-    ties: int          # earlier occurrences that match as far back
-    agreeing: int      # how many of those ties are followed by the token at ``start``
 
 
-NO_MATCH = Match(-1, 0, 0, 0)
+NO_MATCH = Match(-1, 0)
 
 
 def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
-    """Where prompt lookup's continuation starts, the length of its match and how many occurrences tie
-    with it: the earlier occurrence of the last n tokens (longest n first) whose agreement with the
-    sequence's end reaches furthest back (counted up to ``MAX_MATCH`` tokens), the most recent among
-    equals; and how many of the occurrences that tie with it continue the same way."""
+    """Where prompt lookup's continuation starts and the length of its match: the earlier occurrence of the
+    last n tokens (longest n first) whose agreement with the sequence's end reaches furthest back (counted
+    up to ``MAX_MATCH`` tokens), the most recent among equals."""
     n_ids = len(ids)
     for n in range(min(max_ngram, n_ids - 1), min_ngram - 1, -1):
         pattern = ids[n_ids - n:]
@@ -99,10 +96,7 @@ def find_match(ids: np.ndarray, max_ngram: int, min_ngram: int = 1) -> Match:
         same = ok & (ids[np.clip(before, 0, None)] == ids[np.clip(ref_at, 0, None)][None, :])
         extra = np.cumprod(same, axis=1).sum(axis=1)               # tokens of agreement beyond the n-gram
         best = len(hits) - 1 - int(np.argmax(extra[::-1]))         # the furthest-reaching, most recent of equals
-        start = int(hits[best]) + n
-        tied = hits[extra == extra[best]]
-        agreeing = int((ids[tied + n] == ids[start]).sum())        # every hit is followed by a token (hits < n_ids - n)
-        return Match(start, n + int(extra[best]), len(tied), agreeing)
+        return Match(int(hits[best]) + n, n + int(extra[best]))
     return NO_MATCH
 
 
