@@ -103,8 +103,3 @@ def running_acceptance(trace: Trace) -> list[float | None]:
         out.append(accepted / drafted if drafted else None)
     return out
 
-
-def mean_drafts_per_iteration(trace: Trace) -> float | None:
-    """The K actually used, on average (K is clipped near max_new_tokens and moves with adaptive K)."""
-    its = [it for it in trace.iterations if it.drafts]
-    return sum(len(it.drafts) for it in its) / len(its) if its else None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -220,6 +219,3 @@ def names_field(message: str, fields: list[str]) -> bool:
     low = f" {message.lower()} "
     return any(w in low for f in fields for w in (*FIELD_WORDS.get(f, ()), f.lower().replace("_", " "), f.lower()))
 
-
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
