@@ -20,6 +20,7 @@ from components.context import AppContext
 from components.gpu import enable_zerogpu
 from components.lab_tabs import add_teaching_tabs
 from components.live import build_live_tab
+from components.messages import page_info
 from components.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
 from components.replay import MAX_BYTES, build_replay_tab
 from components.tokens import CSS as TOKENS_CSS
@@ -90,7 +91,7 @@ def main() -> None:
         max_model_bytes()
     except ValueError as e:
         raise SystemExit(str(e)) from None
-    pool = ModelPool(allow_local=False, on_wait=gr.Info)   # a second viewer of a loading model is told so
+    pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
     demo = build_demo(pool)

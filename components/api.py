@@ -28,6 +28,7 @@ from specdec_core import Trace
 from specdec_core.config import recommended_config
 
 from .gpu import gpu_task
+from .messages import page_error
 from .pairs import DEFAULT_PAIR, Pool, pair_keys
 from .replay import MAX_BYTES
 from .session import make_config, run_session
@@ -43,7 +44,7 @@ def _flag(name: str, value: Any, unset_ok: bool = False) -> bool | None:
     if value is None and unset_ok:
         return None
     if not isinstance(value, bool):
-        raise gr.Error(f"{name} must be true or false, got {value!r}")
+        raise page_error(f"{name} must be true or false, got {value!r}")
     return value
 
 
@@ -76,12 +77,12 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
     """
     if not isinstance(pair, str) or pair not in pair_keys():
-        raise gr.Error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
+        raise page_error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
     if not isinstance(prompt, str):
-        raise gr.Error(f"prompt must be text, got {prompt!r}")
+        raise page_error(f"prompt must be text, got {prompt!r}")
     adaptive = _flag("adaptive_k", adaptive_k, unset_ok=True)
     if k_policy not in ("", None) and adaptive and k_policy != "heuristic":
-        raise gr.Error(f"adaptive_k=true means k_policy='heuristic'; it cannot be combined with k_policy={k_policy!r:.40}")
+        raise page_error(f"adaptive_k=true means k_policy='heuristic'; it cannot be combined with k_policy={k_policy!r:.40}")
     if k_policy not in ("", None):
         policy: Any = k_policy
     elif adaptive is None:
@@ -108,27 +109,27 @@ def validate_trace(trace: str | dict) -> str:
     """
     if isinstance(trace, str):
         if len(trace.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-            raise gr.Error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
+            raise page_error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
         try:
             data = json.loads(trace)
         except json.JSONDecodeError as e:
-            raise gr.Error(f"trace is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
+            raise page_error(f"trace is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from e
         except RecursionError as e:
-            raise gr.Error("trace is not a trace: JSON nested too deeply") from e
+            raise page_error("trace is not a trace: JSON nested too deeply") from e
     elif isinstance(trace, dict):
         data = trace
         try:
             size = len(json.dumps(data, ensure_ascii=False))
         except (TypeError, ValueError, RecursionError) as e:
-            raise gr.Error(f"trace is not plain JSON: {e}") from e
+            raise page_error(f"trace is not plain JSON: {e}") from e
         if size > MAX_BYTES:
-            raise gr.Error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
+            raise page_error(f"trace is larger than {MAX_BYTES / 1e6:.0f} MB")
     else:
-        raise gr.Error(f"trace must be JSON text or a JSON object, got {type(trace).__name__}")
+        raise page_error(f"trace must be JSON text or a JSON object, got {type(trace).__name__}")
     try:
         return summary_line(Trace.from_dict(data))
     except (ValueError, RecursionError) as e:
-        raise gr.Error(str(e) if isinstance(e, ValueError) else "trace is not a trace: nested too deeply") from e
+        raise page_error(str(e) if isinstance(e, ValueError) else "trace is not a trace: nested too deeply") from e
 
 
 def _for_api(fn: Callable, pool: Pool | None = None) -> Callable:

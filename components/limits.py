@@ -20,6 +20,8 @@ from typing import Any
 
 import gradio as gr
 
+from .messages import page_error
+
 MAX_RUN_S_ENV = "SPECDEC_MAX_RUN_S"
 MAX_RUN_TOKENS_ENV = "SPECDEC_MAX_RUN_TOKENS"
 EXPORT_MAX_MB_ENV = "SPECDEC_EXPORT_MAX_MB"
@@ -97,7 +99,7 @@ def acquire_in_turn(models: Sequence[Any], timeout: float, frame: Callable[[str]
                     held.append(m)
                     break
                 if time.monotonic() >= deadline:
-                    raise gr.Error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
+                    raise page_error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
                 ahead = lock.position(ticket) + 1 if ticket is not None else None
                 yield frame(f"Waiting for {m.label}: {ahead} run{'s' if ahead != 1 else ''} ahead of yours "
                             "(one run at a time per model)…" if ahead is not None
@@ -121,7 +123,7 @@ def run_on(held: Sequence[Any]) -> Iterator[None]:
     except gr.Error:
         raise
     except Exception as e:  # noqa: BLE001 - a drafter or forward that fails ends this run, with a message
-        raise gr.Error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
+        raise page_error(f"Generation failed: {e}" if isinstance(e, (RuntimeError, ValueError))
                        else f"Generation failed: {type(e).__name__}: {e}") from e
     finally:
         for m in reversed(held):

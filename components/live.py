@@ -24,6 +24,7 @@ from specdec_core.config import recommended_config
 from .context import AppContext
 from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
+from .messages import page_error, page_warning
 from .pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMPTS, Pool, pair_choices, pair_label,
                     resolve_pair)
 from .session import UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, make_config, run_session
@@ -50,7 +51,7 @@ def change_pair(pool: Pool, new_key: str, current_key: str) -> tuple[Any, str, s
         pair = resolve_pair(pool, new_key)
     except (ValueError, RuntimeError) as e:
         msg = f"Could not use “{pair_label(new_key)}”: {e}. Keeping “{pair_label(current_key)}”."
-        gr.Warning(msg)
+        page_warning(msg)
         return gr.Dropdown(choices=pair_choices(), value=current_key), current_key, _status(msg, "warn")
     dev = pair.target.device
     return (gr.Dropdown(choices=pair_choices(), value=new_key), new_key,
@@ -180,7 +181,7 @@ def step_live(trace_dict: dict | None, value: float | None, delta: int, control:
     iteration again when you step onto it)."""
     trace = parse_state(trace_dict)
     if trace is None:
-        raise gr.Error("Nothing to step through yet: run a prompt first.")
+        raise page_error("Nothing to step through yet: run a prompt first.")
     i = target_index(value, delta, len(trace.iterations))
     if control is not None:
         control["selected"] = i

@@ -17,6 +17,7 @@ import gradio as gr
 
 from specdec_core import Trace
 
+from .messages import page_error
 from .viewer import Viewer, build_viewer, render_trace, step_view
 
 MAX_BYTES = 5 * 1024 * 1024
@@ -107,11 +108,11 @@ def _note(text: str) -> str:
 def replay_upload(path: str | None) -> tuple:
     """Upload handler: validated trace -> viewer outputs + (replay state, note). gr.Error when refused."""
     if not path:
-        raise gr.Error("No file received.")
+        raise page_error("No file received.")
     try:
         trace = read_trace_file(path)
     except ValueError as e:
-        raise gr.Error(f"This file cannot be replayed: {e}") from e
+        raise page_error(f"This file cannot be replayed: {e}") from e
     return _show(trace, f"“{Path(path).name}”")
 
 
@@ -119,7 +120,7 @@ def replay_example(name: str, folder: Path = EXAMPLES_DIR) -> tuple:
     try:
         trace = load_example(name, folder)
     except ValueError as e:
-        raise gr.Error(f"The example cannot be loaded: {e}") from e
+        raise page_error(f"The example cannot be loaded: {e}") from e
     return _show(trace, f"example “{name}”")
 
 

@@ -22,6 +22,7 @@ from specdec_core import MAX_K, SpecConfig, Trace, encode_prompt, stream_baselin
 from specdec_core.config import K_POLICIES
 
 from .limits import RunClock, RunLimits, acquire_in_turn, run_on
+from .messages import page_error
 from .pairs import Pair, Pool, resolve_pair
 
 UI_MAX_K = 16
@@ -36,9 +37,9 @@ LOCK_WAIT_S = 300.0
 
 def _as_int(name: str, value: Any) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
+        raise page_error(f"{name} must be a whole number, got {value!r:.80}")
     if isinstance(value, float) and not math.isfinite(value) or value != int(value):
-        raise gr.Error(f"{name} must be a whole number, got {value!r:.80}")
+        raise page_error(f"{name} must be a whole number, got {value!r:.80}")
     return int(value)
 
 
@@ -51,7 +52,7 @@ def k_policy_of(value: Any) -> str:
         return "heuristic" if value else "fixed"
     if isinstance(value, str) and value in K_POLICIES:
         return value
-    raise gr.Error(f"K policy must be one of {', '.join(K_POLICIES)}, got {value!r:.80}")
+    raise page_error(f"K policy must be one of {', '.join(K_POLICIES)}, got {value!r:.80}")
 
 
 def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
@@ -62,54 +63,54 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     policy = k_policy_of(k_policy)
     if (isinstance(confidence_stop, bool) or not isinstance(confidence_stop, (int, float))
             or not 0 <= confidence_stop <= UI_MAX_CONFIDENCE_STOP):
-        raise gr.Error(f"the confidence stop must be a number from 0 (off) to {UI_MAX_CONFIDENCE_STOP:g}, "
+        raise page_error(f"the confidence stop must be a number from 0 (off) to {UI_MAX_CONFIDENCE_STOP:g}, "
                        f"got {confidence_stop!r:.80}")
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
-        raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
+        raise page_error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
-        raise gr.Error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_!r:.80}")
+        raise page_error(f"max new tokens must be between 1 and {UI_MAX_NEW_TOKENS} here, got {max_new_!r:.80}")
     if (temperature is None or isinstance(temperature, bool) or not isinstance(temperature, (int, float))
             or temperature != temperature):
-        raise gr.Error(f"temperature must be a number, got {temperature!r:.80}")
+        raise page_error(f"temperature must be a number, got {temperature!r:.80}")
     if not 0 <= temperature <= UI_MAX_TEMPERATURE:
-        raise gr.Error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature!r:.80}")
+        raise page_error(f"temperature must be between 0 (greedy) and {UI_MAX_TEMPERATURE:g}, got {temperature!r:.80}")
     if top_p is None or isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or top_p != top_p:
-        raise gr.Error(f"top-p must be a number, got {top_p!r:.80}")
+        raise page_error(f"top-p must be a number, got {top_p!r:.80}")
     if not 0 < top_p <= 1:
-        raise gr.Error(f"top-p must be in (0, 1] (1 = off), got {top_p!r:.80}")
+        raise page_error(f"top-p must be in (0, 1] (1 = off), got {top_p!r:.80}")
     if top_k_ < 0:
-        raise gr.Error(f"top-k must be 0 (off) or more, got {top_k_!r:.80}")
+        raise page_error(f"top-k must be 0 (off) or more, got {top_k_!r:.80}")
     if seed_ < 0 or seed_ >= 2**63:
-        raise gr.Error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
+        raise page_error(f"seed must be a non-negative integer below 2**63, got {seed_!r:.80}")
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, k_policy=policy, full_trace=True,
                           confidence_stop=float(confidence_stop))
     except ValueError as e:
-        raise gr.Error(f"Bad setting: {e}") from e
+        raise page_error(f"Bad setting: {e}") from e
 
 
 def encode_for(pair: Pair, prompt: Any, chat: bool, max_new_tokens: int) -> list[int]:
     """The prompt's token ids for the pair's target, or a gr.Error saying what is wrong with the prompt."""
     if prompt is not None and not isinstance(prompt, str):
-        raise gr.Error(f"The prompt must be text, got {type(prompt).__name__}.")
+        raise page_error(f"The prompt must be text, got {type(prompt).__name__}.")
     if not isinstance(prompt, str) or not prompt.strip():
-        raise gr.Error("The prompt is empty: type something (or pick an example).")
+        raise page_error("The prompt is empty: type something (or pick an example).")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise gr.Error(f"The prompt is not valid text: character {e.start} is a lone surrogate.") from e
+        raise page_error(f"The prompt is not valid text: character {e.start} is a lone surrogate.") from e
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
+        raise page_error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
     try:
         ids = encode_prompt(pair.target.tokenizer, prompt, chat=bool(chat))
     except ValueError as e:
-        raise gr.Error(f"Could not encode the prompt: {e}") from e
+        raise page_error(f"Could not encode the prompt: {e}") from e
     limit = getattr(pair.target.model.config, "max_position_embeddings", None)
     if limit and len(ids) + max_new_tokens > limit:
-        raise gr.Error(f"The prompt is {len(ids)} tokens; with {max_new_tokens} new tokens that exceeds the "
+        raise page_error(f"The prompt is {len(ids)} tokens; with {max_new_tokens} new tokens that exceeds the "
                        f"model's context of {limit} tokens.")
     return ids
 
@@ -148,7 +149,7 @@ def run_session(pool: Pool, pair_key: Any, prompt: Any, cfg: SpecConfig, *, chat
     try:
         pair = resolve_pair(pool, pair_key)
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(f"Could not load the model pair: {e}") from e
+        raise page_error(f"Could not load the model pair: {e}") from e
     ids = encode_for(pair, prompt, chat, cfg.max_new_tokens)
     limits = RunLimits.from_env()
     held = yield from acquire_in_turn(pair.locks(), LOCK_WAIT_S, lambda msg: Event("wait", message=msg))
@@ -173,7 +174,7 @@ def run_session(pool: Pool, pair_key: Any, prompt: Any, cfg: SpecConfig, *, chat
         finally:
             stream.close()
         if trace is None:
-            raise gr.Error("Generation failed: the engine produced nothing.")
+            raise page_error("Generation failed: the engine produced nothing.")
         if with_baseline and not should_stop() and not cut:
             yield Event("baseline_start", trace)
             base_stream = stream_baseline(pair.target.model, ids, cfg, tok)

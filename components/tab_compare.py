@@ -20,6 +20,7 @@ from specdec_core.teaching.sweeps import Selection, evaluate_drafts, pool_candid
 
 from .gpu import gpu_task
 from .lab_figures import compare_figure
+from .messages import page_error
 from .tab_helpers import (COMPARE_PROMPTS, UI_MAX_NEW, bind_pool, check_prompt, encode_for_model, get_model,
                           locked, reporter, spec_config, target_choices)
 
@@ -79,7 +80,7 @@ def _evaluate(pool: Any, target_key: str, prompts: list[str], chat: bool, cfg: S
             sel = evaluate_drafts(target.model, target.tokenizer, cands, prompts, ids, cfg,
                                   on_progress=reporter(progress, "generation runs", "runs"))
     except ValueError as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     headers, rows = selection_table(sel)
     return compare_figure(sel), gr.Dataframe(value=rows, headers=headers), rejected_md(sel), \
         selection_summary_md(sel, cfg)
@@ -95,12 +96,12 @@ def run_compare(pool: Any, target_key: str, prompt: Any, chat: bool, k: Any, tem
 def parse_prompts(text: Any) -> list[str]:
     """One prompt per non-empty line, at most ``MAX_SELECTION_PROMPTS``."""
     if not isinstance(text, str):
-        raise gr.Error("Give the prompts as text, one per line.")
+        raise page_error("Give the prompts as text, one per line.")
     prompts = [line.strip() for line in text.splitlines() if line.strip()]
     if not prompts:
-        raise gr.Error("Give at least one prompt (one per line).")
+        raise page_error("Give at least one prompt (one per line).")
     if len(prompts) > MAX_SELECTION_PROMPTS:
-        raise gr.Error(f"At most {MAX_SELECTION_PROMPTS} prompts (got {len(prompts)}): each one runs every draft.")
+        raise page_error(f"At most {MAX_SELECTION_PROMPTS} prompts (got {len(prompts)}): each one runs every draft.")
     return [check_prompt(p) for p in prompts]
 
 

@@ -14,6 +14,8 @@ import gradio as gr
 
 from specdec_core import LoadedModel, SpecConfig, encode_prompt
 
+from .messages import page_error
+
 LOCK_WAIT_S = 300.0
 MAX_PROMPT_CHARS = 5_000
 UI_MAX_NEW = 256           # max new tokens on the Draft comparison and K sweep tabs
@@ -29,27 +31,27 @@ COMPARE_PROMPTS = (
 
 def as_int(name: str, value: Any, lo: int, hi: int) -> int:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+        raise page_error(f"{name} must be a whole number, got {value!r}")
     if value in (float("inf"), float("-inf")) or value != int(value):
-        raise gr.Error(f"{name} must be a whole number, got {value!r}")
+        raise page_error(f"{name} must be a whole number, got {value!r}")
     if not lo <= int(value) <= hi:
-        raise gr.Error(f"{name} must be between {lo} and {hi}, got {int(value)}")
+        raise page_error(f"{name} must be between {lo} and {hi}, got {int(value)}")
     return int(value)
 
 
 def as_float(name: str, value: Any, lo: float, hi: float) -> float:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise gr.Error(f"{name} must be a number, got {value!r}")
+        raise page_error(f"{name} must be a number, got {value!r}")
     if not lo <= float(value) <= hi:
-        raise gr.Error(f"{name} must be between {lo:g} and {hi:g}, got {value:g}")
+        raise page_error(f"{name} must be between {lo:g} and {hi:g}, got {value:g}")
     return float(value)
 
 
 def check_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
-        raise gr.Error("The prompt is empty: type something.")
+        raise page_error("The prompt is empty: type something.")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
+        raise page_error(f"The prompt is {len(prompt)} characters long; the limit here is {MAX_PROMPT_CHARS}.")
     return prompt
 
 
@@ -57,14 +59,14 @@ def encode_for_model(lm: LoadedModel, prompt: str, chat: bool) -> list[int]:
     try:
         return encode_prompt(lm.tokenizer, prompt, chat=bool(chat))
     except ValueError as e:
-        raise gr.Error(f"Could not encode the prompt: {e}") from e
+        raise page_error(f"Could not encode the prompt: {e}") from e
 
 
 def get_model(pool: Any, key: str) -> LoadedModel:
     try:
         return pool.get(key)
     except (RuntimeError, ValueError, OSError) as e:
-        raise gr.Error(f"Could not load the model {key!r}: {e}") from e
+        raise page_error(f"Could not load the model {key!r}: {e}") from e
 
 
 @contextmanager
@@ -76,7 +78,7 @@ def locked(*models: LoadedModel) -> Iterator[None]:
     try:
         for m in unique:
             if not m.lock.acquire(timeout=LOCK_WAIT_S):
-                raise gr.Error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
+                raise page_error(f"{m.label} is busy with other viewers' runs; try again in a minute.")
             held.append(m)
         yield
     finally:
@@ -113,4 +115,4 @@ def spec_config(k: Any, temperature: Any, max_new_tokens: Any, seed: Any) -> Spe
                           max_new_tokens=as_int("max new tokens", max_new_tokens, 1, UI_MAX_NEW),
                           seed=as_int("seed", seed, 0, 2**31), full_trace=False)
     except ValueError as e:
-        raise gr.Error(f"Bad setting: {e}") from e
+        raise page_error(f"Bad setting: {e}") from e

@@ -19,6 +19,7 @@ from specdec_core.teaching.sweeps import KSweep, k_sweep
 
 from .gpu import gpu_task
 from .lab_figures import ksweep_figure
+from .messages import page_error
 from .tab_helpers import (COMPARE_PROMPTS, UI_MAX_NEW, as_int, bind_pool, check_prompt, encode_for_model, get_model,
                           locked, reporter, spec_config, target_choices)
 
@@ -43,7 +44,7 @@ def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[Lo
     try:
         return make_drafter(pool, target, key), extra
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(f"{key} cannot draft for {target.label}: {e}") from e
+        raise page_error(f"{key} cannot draft for {target.label}: {e}") from e
 
 
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
@@ -105,7 +106,7 @@ def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bo
             sw = k_sweep(target.model, draft, ids, cfg, list(range(1, k_max_ + 1)), target.tokenizer,
                          on_progress=reporter(progress, "the baseline and every K, side by side", "tokens"))
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     headers, rows = ksweep_table(sw)
     return ksweep_figure(sw), gr.Dataframe(value=rows, headers=headers), ksweep_md(sw)
 

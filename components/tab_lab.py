@@ -22,6 +22,7 @@ from specdec_core.drafters.registry import SHIPPED, shipped_draft_for
 
 from .gpu import gpu_task
 from .lab_figures import exactness_figure
+from .messages import page_error
 from .tab_helpers import as_float, as_int, bind_pool, check_prompt, encode_for_model, get_model, locked, reporter
 
 # --- exactness lab settings ----------------------------------------------------------------------
@@ -58,7 +59,7 @@ def lab_bugs(resample_from_p: bool, greedy_ratio: bool, mismatch: bool, draft_te
 def lab_setup_changed(setup: str) -> tuple[Any, Any, Any, Any]:
     """Setup selector: its example prompt, chat template, a default N sized for it, the agreement slider."""
     if setup not in LAB_DEFAULTS:
-        raise gr.Error(f"unknown setup {setup!r}")
+        raise page_error(f"unknown setup {setup!r}")
     prompt, chat, n = LAB_DEFAULTS[setup]
     return (gr.Textbox(value=prompt), gr.Checkbox(value=chat, interactive=setup != "toy"),
             gr.Slider(value=n, maximum=LAB_MAX_RUNS[setup],
@@ -72,7 +73,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
             progress: Any = gr.Progress()) -> tuple[Any, str, str]:
     """Run the exactness experiment. Returns (figure, verdict markdown, details markdown)."""
     if setup not in LAB_DEFAULTS:
-        raise gr.Error(f"unknown setup {setup!r}")
+        raise page_error(f"unknown setup {setup!r}")
     prompt = check_prompt(prompt)
     bugs = lab_bugs(bug_resample, bug_greedy, bug_mismatch, bug_draft_temperature, bug_drop_bonus)
     try:
@@ -81,7 +82,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
                                top_k=as_int("top-k", top_k, 0, 100_000), top_p=as_float("top-p", top_p, 0.01, 1.0),
                                n_runs=as_int("runs", n_runs, 1, LAB_MAX_RUNS[setup]), seed=as_int("seed", seed, 0, 2**31))
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(f"Bad setting: {e}") from e
+        raise page_error(f"Bad setting: {e}") from e
     budget = LAB_TIME_BUDGET_S[setup]
     report = reporter(progress, f"sampling {settings.n_runs:,} runs", "runs")
     try:
@@ -89,7 +90,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
             pair = make_toy_pair(as_float("agreement", agreement, 0.0, 1.0))
             ids = pair.tokenizer.encode(prompt)
             if not ids:
-                raise gr.Error(f"The prompt has no words; use words from: {' '.join(WORDS)}")
+                raise page_error(f"The prompt has no words; use words from: {' '.join(WORDS)}")
             result = run_exactness(pair.target, pair.draft, ids, settings, "toy", pair.tokenizer, bugs,
                                    on_progress=report, time_budget_s=budget)
         else:
@@ -103,7 +104,7 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
                 result = run_exactness(lm.model, draft, ids, settings, setup, lm.tokenizer, bugs,
                                        on_progress=report, time_budget_s=budget)
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     return exactness_figure(result), lab_verdict_md(result), lab_details_md(result)
 
 

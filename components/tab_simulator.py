@@ -23,6 +23,7 @@ from specdec_core.teaching.sweeps import acceptance_vs_agreement, speedup_table
 from specdec_core.teaching.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
 
 from .lab_figures import agreement_figure, toy_step_figure
+from .messages import page_error
 from .tab_helpers import as_float, as_int, check_prompt, reporter
 from .viewer import build_viewer, parse_state, render_iteration, render_trace, target_index
 
@@ -58,7 +59,7 @@ def _toy_step(trace: Trace, index: int | None, position: int) -> Any:
     try:
         pair = pair_from_config(trace.config)
     except ValueError as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     return toy_step_figure(step_view(pair, trace, index, position - 1))
 
 
@@ -74,9 +75,9 @@ def run_simulator(agreement: Any, prompt: Any, k: Any, temperature: Any, max_new
                          max_new_tokens=as_int("max new tokens", max_new_tokens, 1, SIM_MAX_NEW),
                          seed=as_int("seed", seed, 0, 2**31), full_trace=True)
     except ValueError as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     if not ids:
-        raise gr.Error(f"The prompt has no words; use words from: {' '.join(WORDS)}")
+        raise page_error(f"The prompt has no words; use words from: {' '.join(WORDS)}")
     trace = None
     stream = stream_speculative(pair.target, pair.draft, ids, cfg, pair.tokenizer, prompt=prompt,
                                 meta=pair_meta(pair))
@@ -102,7 +103,7 @@ def step_simulator(trace_dict: dict | None, value: float | None, delta: int) -> 
     position slider), the position set to where the iteration was decided."""
     trace = parse_state(trace_dict)
     if trace is None:
-        raise gr.Error("Nothing to step through yet: run the simulator first.")
+        raise page_error("Nothing to step through yet: run the simulator first.")
     i = target_index(value, delta, len(trace.iterations))
     pos = _default_position(trace, i) if i is not None else 1
     return (*render_iteration(trace, i), _toy_step(trace, i, pos), _position_slider(trace, i, pos))
@@ -125,7 +126,7 @@ def run_sim_sweep(k: Any, temperature: Any, n_tokens: Any, progress: Any = gr.Pr
                                          n_tokens=as_int("tokens per level", n_tokens, 20, 2000),
                                          on_progress=reporter(progress, "agreement levels"))
     except ValueError as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
     headers, rows = speedup_table(points, SIM_C_VALUES, k_)
     return agreement_figure(points), gr.Dataframe(value=rows, headers=headers)
 

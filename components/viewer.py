@@ -27,6 +27,7 @@ from specdec_core import Trace
 from .anatomy import N_STAGES, anatomy_figure
 from .figures import FIGURE_IDS, all_figures, pq_figure, residual_figure, resolve_index
 from .limits import prune_exports
+from .messages import page_error
 from .summary import summary_html
 from .tokens import tokens_html
 
@@ -171,7 +172,7 @@ def render_trace(trace: Trace | None, index: int | None = None, message: str = "
 def render_iteration(trace: Trace | None, index: int | None) -> tuple:
     """After a step: (slider, tokens, plot-pq, plot-residual, anatomy), in ``Viewer.step_outputs()`` order."""
     if trace is None:
-        raise gr.Error("Nothing to step through yet: run a prompt (or load a trace) first.")
+        raise page_error("Nothing to step through yet: run a prompt (or load a trace) first.")
     i = resolve_index(trace, index)
     return (slider_update(trace, i), tokens_html(trace, i), pq_figure(trace, i), residual_figure(trace, i),
             anatomy_figure(trace, i))
@@ -182,9 +183,9 @@ def render_iteration(trace: Trace | None, index: int | None) -> tuple:
 def check_pace(pace: Any) -> float:
     """Seconds per iteration, or a gr.Error naming the setting."""
     if pace is None or isinstance(pace, bool) or not isinstance(pace, (int, float)) or not math.isfinite(pace):
-        raise gr.Error(f"pace must be a number of seconds, got {pace!r}")
+        raise page_error(f"pace must be a number of seconds, got {pace!r}")
     if not PACE_MIN_S <= pace <= PACE_MAX_S:
-        raise gr.Error(f"pace must be between {PACE_MIN_S:g} and {PACE_MAX_S:g} seconds per iteration, got {pace:g}")
+        raise page_error(f"pace must be between {PACE_MIN_S:g} and {PACE_MAX_S:g} seconds per iteration, got {pace:g}")
     return float(pace)
 
 
@@ -205,7 +206,7 @@ def toggle_play(step: StepFn, n_outputs: int, anatomy_at: int, playing: bool, pa
         return (*_stopped(), gr.skip(), *[gr.skip()] * n_outputs)
     n = _n_iterations(trace_dict)
     if n < 2:
-        raise gr.Error("Nothing to play back yet: run a prompt (or load a trace) with at least two iterations.")
+        raise page_error("Nothing to play back yet: run a prompt (or load a trace) with at least two iterations.")
     seconds = check_pace(pace)
     stage = N_STAGES
     view: list[Any] = [gr.skip()] * n_outputs
@@ -254,7 +255,7 @@ def parse_state(trace_dict: dict | None) -> Trace | None:
     try:
         return Trace.from_dict(trace_dict)
     except ValueError as e:
-        raise gr.Error(f"The stored trace is not valid: {e}") from e
+        raise page_error(f"The stored trace is not valid: {e}") from e
 
 
 def target_index(value: float | None, delta: int, n: int) -> int | None:
@@ -262,7 +263,7 @@ def target_index(value: float | None, delta: int, n: int) -> int | None:
     if n == 0:
         return None
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-        raise gr.Error(f"The iteration must be a number between 1 and {n}, got {value!r:.80}")
+        raise page_error(f"The iteration must be a number between 1 and {n}, got {value!r:.80}")
     current = int(round(value)) - 1 if value is not None else n - 1
     return min(max(current + delta, 0), n - 1)
 
@@ -271,7 +272,7 @@ def step_view(trace_dict: dict | None, value: float | None, delta: int) -> tuple
     """prev / next / slider handler: move ``delta`` iterations (0 = go to the slider's value)."""
     trace = parse_state(trace_dict)
     if trace is None:
-        raise gr.Error("Nothing to step through yet: run a prompt (or load a trace) first.")
+        raise page_error("Nothing to step through yet: run a prompt (or load a trace) first.")
     return render_iteration(trace, target_index(value, delta, len(trace.iterations)))
 
 
@@ -282,7 +283,7 @@ def export_trace(trace_dict: dict | None, folder: str | None = None) -> str:
     """Write the trace as JSON to a new file and return its path (for a DownloadButton). Gradio copies it
     into its own cache when it is sent, so exports older than an hour are pruned here."""
     if trace_dict is None:
-        raise gr.Error("Nothing to export yet: run a prompt first.")
+        raise page_error("Nothing to export yet: run a prompt first.")
     folder = folder or os.path.join(tempfile.gettempdir(), "specdec-exports")
     os.makedirs(folder, exist_ok=True)
     prune_exports(folder, EXPORT_MAX_AGE_S)          # bounded by age, size and count (components/limits.py)
