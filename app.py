@@ -2,7 +2,8 @@
 
     python app.py            # serves on http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT honoured)
 
-``build_demo(pool)`` assembles the tabs (Live, Replay, then the teaching tabs), wires their events and adds
+``build_demo(pool)`` assembles the tabs (Learn, Live, Replay, then the teaching tabs; ``?tab=<id>`` opens one,
+``?tab=learn&chapter=N`` a chapter of the lesson), wires their events and adds
 the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
 ``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
 Nothing is loaded at import time.
@@ -19,6 +20,7 @@ from components.api import add_api, finish_api
 from components.context import AppContext
 from components.gpu import enable_zerogpu
 from components.lab_tabs import add_teaching_tabs
+from components.learn import CSS as LEARN_CSS, build_learn_tab
 from components.live import build_live_tab
 from components.messages import page_info
 from components.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
@@ -36,7 +38,8 @@ INTRO = (f"# {TITLE}\n"
          "accepted token is a target forward saved, with the output distribution unchanged. "
          "Notation: **p** = target, **q** = draft; a draft is accepted iff u < α = min(1, p/q), and on the "
          "first rejection the replacement is drawn from norm(max(0, p − q)).")
-PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + """
+TAB_IDS = ("learn", "live", "replay", "lab", "simulator", "theory", "compare", "ksweep")
+PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + """
 .sd-summary table { border-collapse: collapse; width: 100%; font-size: 15px; }
 .sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
 .sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
@@ -53,14 +56,17 @@ def build_demo(pool: ModelPool) -> gr.Blocks:
             with gr.Column(scale=1, min_width=220):
                 presenter = build_presenter_toggle()
         ctx = AppContext(pool=pool, latest_trace=gr.State(None))
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
+            with gr.Tab("Learn", id="learn"):
+                learn = build_learn_tab(ctx)
             with gr.Tab("Live", id="live"):
-                build_live_tab(ctx)
+                build_live_tab(ctx, demo)
             with gr.Tab("Replay", id="replay"):
                 build_replay_tab()
             add_teaching_tabs(ctx)
         add_api(pool)
         wire_presenter(demo, presenter, ctx.fold_in_presenter)
+        learn.wire_url(demo, tabs, TAB_IDS)
     finish_api(demo)                   # the API page lists /generate and /validate_trace only
     return demo
 

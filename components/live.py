@@ -6,13 +6,15 @@ it), so tests call them without a browser. All per-user data lives in gr.State v
 step buttons flip while a run is streaming. Models are shared through the pool, one lock per model.
 The run itself (pair, locks, limits, baseline) is ``session.run_session``, the same as /generate's; this
 module turns its events into page frames. The settings start at ``recommended_config()``, the same values
-as /generate's and the CLI's defaults.
+as /generate's and the CLI's defaults, unless the page was opened from a link that carries settings
+(``?pair=…&k=…&run=1``, read and checked by ``url_state``); "copy link" writes the current settings as one.
 """
 from __future__ import annotations
 
 import contextlib
 import html
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,9 +32,11 @@ from .pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMP
 from .session import UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, make_config, run_session
 from .summary import summary_html
 from .tokens import tokens_html
+from .url_state import LiveSettings, live_query, parse_live_query, refusal_message
 from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration, render_trace,
                      slider_update, target_index)
 
+MAX_LINK_CHARS = 8_000     # a longer query may not pass a server's request-line limit: such a link is refused
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
 
@@ -189,6 +193,67 @@ def step_live(trace_dict: dict | None, value: float | None, delta: int, control:
     return render_iteration(trace, i)
 
 
+# --- the settings as a link ---------------------------------------------------------------------------
+
+def page_defaults() -> LiveSettings:
+    """The Live tab's first values: the recommended settings (the CLI's and /generate's defaults)."""
+    rec = recommended_config()
+    return LiveSettings(pair=DEFAULT_PAIR, prompt=DEFAULT_PROMPT, k=rec.k, k_policy=rec.k_policy,
+                        temperature=rec.temperature, top_k=rec.top_k, top_p=rec.top_p,
+                        max_new_tokens=rec.max_new_tokens, seed=rec.seed, chat=True,
+                        confidence_stop=rec.confidence_stop)
+
+
+# the query string the server wrote -> the whole link, shown and put on the clipboard (where the page may)
+LINK_JS = """
+(query) => {
+  const url = query.startsWith("?") ? window.location.origin + window.location.pathname + query : query;
+  if (navigator.clipboard) navigator.clipboard.writeText(url).catch(() => {});
+  return url;
+}
+"""
+
+
+def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: Any, top_k: Any, top_p: Any,
+              max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any) -> str:
+    """"copy link": the current settings as a query string (with run=1) that opens the Live tab with them and
+    runs; a gr.Error when a setting is out of range or the link would not read back to the same settings."""
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop)
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise page_error("The prompt is empty: type something before copying a link.")
+    settings = LiveSettings(pair=str(pair_key), prompt=prompt, k=cfg.k, k_policy=cfg.k_policy,
+                            temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, chat=bool(chat),
+                            confidence_stop=cfg.confidence_stop)
+    query = live_query(settings)
+    if len(query) > MAX_LINK_CHARS:
+        raise page_error(f"These settings make a link of {len(query)} characters; links are kept under "
+                         f"{MAX_LINK_CHARS} (shorten the prompt).")
+    back = parse_live_query(urllib.parse.parse_qs(query[1:], keep_blank_values=True), page_defaults())
+    if back.problems or back.settings != settings:
+        raise page_error("These settings cannot be written as a link: "
+                         + ("; ".join(back.problems) or "they do not read back the same") + ".")
+    return query
+
+
+def settings_from_url(request: gr.Request | None) -> tuple:
+    """On page load: the Live settings a link carries (``components/url_state.py``). Returns (current pair,
+    pair selector, prompt, K, K policy, temperature, top-k, top-p, max new tokens, seed, chat template,
+    confidence stop, run at once, status); a refused link changes nothing, says why and runs nothing."""
+    skip = gr.skip()
+    link = parse_live_query(getattr(request, "query_params", None) or {}, page_defaults())
+    if link.problems:
+        message = refusal_message(link.problems)
+        page_warning(message)
+        return (*[skip] * 12, False, _status(message, "warn"))
+    s = link.settings
+    if s is None:
+        return (*[skip] * 12, False, skip)
+    return (s.pair, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed,
+            s.chat, s.confidence_stop, link.run,
+            _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."))
+
+
 # --- layout -----------------------------------------------------------------------------------------
 
 def _runner(pool: Pool) -> Callable[..., Iterator[tuple]]:
@@ -197,41 +262,53 @@ def _runner(pool: Pool) -> Callable[..., Iterator[tuple]]:
     return gpu_task(run)
 
 
-def build_live_tab(ctx: AppContext) -> Viewer:
-    """The Live tab's components and events (call inside ``gr.Tab``)."""
+def _link_runner(runner: Callable[..., Iterator[tuple]]) -> Callable[..., Iterator[tuple]]:
+    """After a page load: the run a link asked for (run=1), the same handler as the Run button's; else nothing."""
+    def run_if_asked(asked: bool, *args: Any) -> Iterator[tuple]:
+        if asked:
+            yield from runner(*args)
+        else:
+            yield (gr.skip(),) * (N_VIEW_OUTPUTS + 3)
+    return run_if_asked
+
+
+def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
+    """The Live tab's components and events (call inside ``gr.Tab``). With ``page`` (the app's Blocks), the
+    settings a link carries are read when the page loads, and run at once when it says run=1."""
     pool = ctx.pool
-    rec = recommended_config()     # the first values: the same settings as the CLI's and /generate's defaults
+    first = page_defaults()        # the same settings as the CLI's and /generate's defaults
     control = gr.State(new_control)
-    current_pair = gr.State(DEFAULT_PAIR)
+    current_pair = gr.State(first.pair)
+    link_run = gr.State(False)
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = gr.Textbox(value=DEFAULT_PROMPT, label="prompt", lines=3, max_lines=12, elem_id="prompt")
+            prompt = gr.Textbox(value=first.prompt, label="prompt", lines=3, max_lines=12, elem_id="prompt")
             gr.Examples(label="extractive prompts (prompt lookup shines: it copies) · open-ended ones (where the "
                               "trained drafts help: they learnt chat answers, not copying)",
                         examples=[[p] for p in EXTRACTIVE_PROMPTS + OPEN_PROMPTS], inputs=[prompt],
                         example_labels=[f"extractive: {p[:50]}…" for p in EXTRACTIVE_PROMPTS]
                         + [f"open-ended: {p[:50]}" for p in OPEN_PROMPTS])
         with gr.Column(scale=2):
-            pair = gr.Dropdown(choices=pair_choices(), value=DEFAULT_PAIR, label="target ← draft pair",
+            pair = gr.Dropdown(choices=pair_choices(), value=first.pair, label="target ← draft pair",
                                elem_id="pair", interactive=True)
             pair_status = gr.HTML(_status("Ready: the bundled model, offline."), elem_id="pair-status")
     with gr.Accordion("settings", open=True, elem_id="live-settings") as settings:
         with gr.Row():
-            k = gr.Slider(1, UI_MAX_K, value=rec.k, step=1, label="K (drafts per iteration)", elem_id="k")
-            policy = gr.Dropdown(choices=K_POLICY_CHOICES, value=rec.k_policy,
+            k = gr.Slider(1, UI_MAX_K, value=first.k, step=1, label="K (drafts per iteration)", elem_id="k")
+            policy = gr.Dropdown(choices=K_POLICY_CHOICES, value=first.k_policy,
                                  label="K policy (K is the cap unless fixed)", elem_id="k-policy", interactive=True)
-            temperature = gr.Slider(0.0, 2.0, value=rec.temperature, step=0.05, label="temperature (0 = greedy)",
+            temperature = gr.Slider(0.0, 2.0, value=first.temperature, step=0.05, label="temperature (0 = greedy)",
                                     elem_id="temperature")
-            max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=rec.max_new_tokens, step=1, label="max new tokens",
+            max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=first.max_new_tokens, step=1, label="max new tokens",
                                 elem_id="max-new")
         with gr.Row():
-            top_k = gr.Number(value=rec.top_k, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
-            top_p = gr.Slider(0.05, 1.0, value=rec.top_p, step=0.01, label="top-p (1 = off)", elem_id="top-p")
-            seed = gr.Number(value=rec.seed, precision=0, minimum=0, label="seed", elem_id="seed")
+            top_k = gr.Number(value=first.top_k, precision=0, minimum=0, label="top-k (0 = off)", elem_id="top-k")
+            top_p = gr.Slider(0.05, 1.0, value=first.top_p, step=0.01, label="top-p (1 = off)", elem_id="top-p")
+            seed = gr.Number(value=first.seed, precision=0, minimum=0, label="seed", elem_id="seed")
             baseline = gr.Checkbox(value=True, label="measure a baseline in the same run", elem_id="baseline")
-            chat = gr.Checkbox(value=True, label="chat template", elem_id="chat")
+            chat = gr.Checkbox(value=first.chat, label="chat template", elem_id="chat")
         with gr.Row():
-            stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=rec.confidence_stop, step=0.05,
+            stop = gr.Slider(0.0, UI_MAX_CONFIDENCE_STOP, value=first.confidence_stop, step=0.05,
                              label="confidence stop: a model draft stops drafting after a draft that takes its own confidence "
                                    "that all its drafts so far will be accepted below this; that draft is still offered "
                                    "(0 = always K drafts; exact either way)",
@@ -242,6 +319,9 @@ def build_live_tab(ctx: AppContext) -> Viewer:
         slow = gr.Checkbox(value=False, label="slow motion (one iteration per playback pace)", elem_id="slow",
                            scale=1)
         download = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False, elem_id="export", scale=1)
+        link_btn = gr.Button("copy link", elem_id="copy-link", scale=1, size="sm")
+    link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace)",
+                          visible=False, interactive=False, buttons=["copy"], elem_id="copy-link-url")
     ctx.fold_in_presenter.append(settings)
     status = gr.HTML(_status("Press Run."), elem_id="status")
     viewer = build_viewer("")
@@ -251,11 +331,21 @@ def build_live_tab(ctx: AppContext) -> Viewer:
     run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
                   slow, viewer.pace, stop]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
-    run_btn.click(_runner(pool), inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
+    runner = _runner(pool)
+    run_btn.click(runner, inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
+    settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop]
+    link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values), visible=True), settings_inputs, [link_box],
+                   show_progress="hidden").success(None, [link_box], [link_box], js=LINK_JS)
+    if page is not None:
+        page.load(settings_from_url, None, [current_pair, pair, *settings_inputs[1:], link_run, status],
+                  show_progress="hidden").then(_link_runner(runner), [link_run, *run_inputs], run_outputs,
+                                               concurrency_limit=4, concurrency_id="live-run",
+                                               show_progress="minimal", show_progress_on=[status])
     stop_btn.click(stop_live, inputs=[control], outputs=None, queue=False)
     viewer.wire_steps(step_live, ctx.latest_trace, extra=[control])
     return viewer
 
 
-__all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer"]
+__all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer", "page_defaults",
+           "copy_link", "settings_from_url"]
