@@ -7,7 +7,8 @@ position (plus one for the token the iteration ends with) and one row per step, 
     ② verify    ONE target forward over all of them gives p for each
     ③ decide    α = min(1, p/q) against the uniform draw u: accept iff u < α, left to right
     ④ emit      the accepted drafts, then the token drawn from norm(max(0, p − q)) at the first
-                rejection (its top residual tokens listed), or the bonus token when all were accepted
+                rejection (its top residual tokens listed; greedy: the target's own choice, argmax p), or
+                the bonus token when all were accepted
 
 ``stage`` (1-4) shows the steps up to that one, for building the slide up step by step. Everything shown
 is what the engine recorded in the trace; nothing is recomputed except min/max display arithmetic.
@@ -60,8 +61,13 @@ def _emit_text(d: DraftRecord) -> str:
     return "✗ dropped" if d.tested else "dropped"
 
 
-def _final_text(it: IterationRecord) -> tuple[str, str, str]:
-    """(column header, stage-④ text, colour) for the token the iteration ends with."""
+def _final_text(it: IterationRecord, greedy: bool) -> tuple[str, str, str]:
+    """(column header, stage-④ text, colour) for the token the iteration ends with. Greedy: a rejected draft
+    is replaced by the target's own choice, argmax p (no residual is drawn)."""
+    if it.resampled is not None and greedy:
+        r = it.resampled
+        return ("target's choice", f"<b>{plot_text(r.text or str(r.token_id), 16)}</b><br>argmax p: the target's<br>"
+                                   "own choice replaces<br>the rejected draft", pal.RESAMPLED)
     if it.resampled is not None:
         r = it.resampled
         lines = [f"<b>{plot_text(r.text or str(r.token_id), 16)}</b>", "from norm(max(0, p − q))"]
@@ -92,7 +98,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         return empty_figure(title, no_drafts_message(trace, it), HEIGHT)
     greedy = trace.config.get("temperature", 0) == 0
     n = len(it.drafts)
-    header, final, final_color = _final_text(it)
+    header, final, final_color = _final_text(it, greedy)
     cols = [f"{j + 1}" for j in range(n)] + ([f"+1 {header}"] if header else [])
     x = list(range(len(cols)))
     rows = {s: N_STAGES - s for s in range(N_STAGES)}        # stage 0 on top
@@ -133,7 +139,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         shapes.append({"type": "rect", "x0": -0.5, "x1": n - 0.5, "y0": rows[1] - 0.48, "y1": rows[1] + 0.48,
                        "line": {"color": pal.TARGET, "width": 3}, "fillcolor": "rgba(0,0,0,0)"})
     accepted = sum(d.accepted for d in it.drafts)
-    ends = "a resampled token" if it.resampled is not None else "a bonus token" if it.bonus is not None else "no extra token"
+    ends = ("the target's choice (argmax p)" if greedy else "a resampled token") if it.resampled is not None else "a bonus token" if it.bonus is not None else "no extra token"
     m = len(it.emitted)
     subtitle = (f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {m} token{'s' if m != 1 else ''} from ONE "
                 f"target forward ({it.verify_ms:.0f} ms)")

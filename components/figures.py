@@ -27,6 +27,7 @@ HEIGHT = 390
 LANE_DRAFT = "speculative · draft"
 LANE_TARGET = "speculative · target"
 LANE_BASELINE = "baseline · target"
+REPLACED_LABEL = "target's choice (argmax p)"    # greedy: what replaces a rejected draft
 
 
 # --- shared helpers ---------------------------------------------------------------------------------
@@ -89,6 +90,22 @@ def resolve_index(trace: Trace, index: int | None) -> int | None:
     if index is None:
         return n - 1
     return min(max(int(index), 0), n - 1)
+
+
+def is_greedy(trace: Trace) -> bool:
+    """Temperature 0: p and q are one-hot at their argmax, a draft is kept iff it is the target's argmax, and a
+    rejected draft is replaced by the target's own choice (no residual is drawn)."""
+    return trace.config.get("temperature", 0) == 0
+
+
+def instructive_index(trace: Trace) -> int | None:
+    """The iteration a finished run opens on: the first with a rejection (p vs q, the residual and the anatomy
+    all have something to show), else the first with drafts, else the last; None when there is none."""
+    its = trace.iterations
+    rejected = next((it.index for it in its if any(d.tested and not d.accepted for d in it.drafts)), None)
+    if rejected is None:
+        rejected = next((it.index for it in its if it.drafts), None)
+    return rejected if rejected is not None else resolve_index(trace, None)
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -200,10 +217,10 @@ def outcomes_figure(trace: Trace) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     stacks = (("accepted", [o.accepted for o in os_], pal.ACCEPTED, ""),
               ("rejected", [o.rejected + o.discarded for o in os_], pal.REJECTED, "/"),
-              ("resampled", [o.resampled for o in os_], pal.RESAMPLED, "."),
+              (REPLACED_LABEL if is_greedy(trace) else "resampled", [o.resampled for o in os_], pal.RESAMPLED, "."),
               ("bonus", [o.bonus for o in os_], pal.BONUS, "x"))
     for name, ys, color, pattern in stacks:
-        hover = [_outcome_hover(it.index, o) for it, o in zip(its, os_, strict=True)]
+        hover = [_outcome_hover(it.index, o, is_greedy(trace)) for it, o in zip(its, os_, strict=True)]
         fig.add_trace(go.Bar(name=name, x=x, y=ys, marker={"color": color, "pattern": {"shape": pattern}},
                              hovertext=hover, hoverinfo="text"), secondary_y=False)
     fig.add_trace(go.Scatter(name="running acceptance rate", x=x, y=running_acceptance(trace), mode="lines+markers",
@@ -218,12 +235,12 @@ def outcomes_figure(trace: Trace) -> go.Figure:
     return fig
 
 
-def _outcome_hover(index: int, o) -> str:
+def _outcome_hover(index: int, o, greedy: bool = False) -> str:
     parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
     if o.rejected:
         parts.append("1 rejected" + (f", {o.discarded} after it discarded untested" if o.discarded else ""))
     if o.resampled:
-        parts.append("1 resampled from the residual")
+        parts.append("1 replaced by the target's choice (argmax p)" if greedy else "1 resampled from the residual")
     if o.bonus:
         parts.append("1 bonus token")
     return "<br>".join(parts)
@@ -292,12 +309,15 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
     if i is None:
         return empty_figure("Residual at the rejection", "Run a prompt, then pick an iteration.")
     it = trace.iterations[i]
-    title = f"Iteration {i + 1}: residual norm(max(0, p − q)) at the rejection"
+    title = (f"Iteration {i + 1}: at a rejection, greedy takes the target's own choice" if is_greedy(trace) else
+             f"Iteration {i + 1}: residual norm(max(0, p − q)) at the rejection")
     rs = it.resampled
     if rs is None:
         return empty_figure(title, _no_rejection_message(it))
     if not rs.residual_top:
         return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
+    if is_greedy(trace):
+        return _greedy_replacement_figure(it, i, top)
     p_map = {row[0]: row[2] for row in rs.p_top}
     q_map = {row[0]: row[2] for row in rs.q_top}
     r_map = {row[0]: row[2] for row in rs.residual_top}
@@ -338,6 +358,49 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
             barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="probability", rangemode="tozero")
     return fig
+
+
+def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figure:
+    """Greedy (T = 0): no residual is drawn. p is one-hot at the target's argmax, which replaces the rejected
+    draft; q, the draft's distribution at that position, is one-hot at the draft's own argmax."""
+    rs = it.resampled
+    assert rs is not None
+    rejected = it.drafts[rs.position] if rs.position < len(it.drafts) else None
+    q_map = {row[0]: row[2] for row in rs.q_top}
+    texts = {row[0]: row[1] for row in rs.q_top}
+    texts[rs.token_id] = rs.text
+    order = [rs.token_id]
+    if rejected is not None:
+        texts[rejected.token_id] = rejected.text
+        order.append(rejected.token_id)
+    order += [row[0] for row in rs.q_top if row[0] not in order]
+    order = _unique_ids(order)[:top]
+    labels = _unique([plot_text(texts.get(t, "") or str(t)) for t in order], order)
+    p_vals = [1.0 if t == rs.token_id else 0.0 for t in order]
+    fig = go.Figure()
+    for name, ys, color in (("p (target), one-hot at its argmax", p_vals, pal.TARGET),
+                            ("q (draft)", [q_map.get(t) for t in order], pal.DRAFT)):
+        fig.add_trace(go.Bar(name=name, x=labels, y=ys, marker_color=color, hoverinfo="text",
+                             hovertext=[f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = "
+                                        + ("–" if y is None else f"{y:.4f}") for t, y in zip(order, ys, strict=True)]))
+    fig.add_annotation(x=labels[0], y=1.0, yshift=10, text="the target's choice", showarrow=True, arrowhead=2,
+                       ay=-30, font={"size": 14, "color": "#000"})
+    note = ""
+    if rejected is not None:
+        fig.add_annotation(x=labels[1], y=q_map.get(rejected.token_id, 0) or 0, yshift=10, text="rejected draft",
+                           showarrow=True, arrowhead=2, ay=-30, font={"size": 13, "color": pal.REJECTED})
+        if rejected.p_raw is not None:
+            note = f" · the target's softmax gave the draft p = {rejected.p_raw:.3f}"
+    title = f"Iteration {i + 1}: greedy, the rejected draft is replaced by the target's own choice"
+    _layout(fig, title, subtitle=f"draft {rs.position + 1} ≠ argmax p → {plot_text(rs.text, 30)} is emitted, "
+                                 f"no residual drawn (that rule is for temperature > 0){note}",
+            barmode="group", bargap=0.2)
+    fig.update_yaxes(title_text="probability (greedy)", range=[0, 1.15])
+    return fig
+
+
+def _unique_ids(ids: list[int]) -> list[int]:
+    return list(dict.fromkeys(ids))
 
 
 def _unique(labels: list[str], ids: list[int]) -> list[str]:

@@ -21,8 +21,8 @@ def add_teaching_tabs(ctx: AppContext) -> None:
     pool = ctx.pool
     with gr.Tab("Exactness lab", id="lab"):
         build_lab_tab(pool)
-    with gr.Tab("Simulator", id="simulator"):
-        build_simulator_tab()
+    with gr.Tab("Simulator", id="simulator") as simulator_tab:
+        build_simulator_tab(simulator_tab)
     with gr.Tab("Theory", id="theory") as theory_tab:
         build_theory_tab(ctx, theory_tab)
     with gr.Tab("Draft comparison", id="compare") as compare_tab:

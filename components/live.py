@@ -24,7 +24,7 @@ from specdec_core import Trace
 from specdec_core.config import recommended_config
 
 from .context import AppContext
-from .figures import FIGURE_IDS, race_figure, resolve_index, timeline_figure
+from .figures import FIGURE_IDS, instructive_index, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
 from .messages import page_error, page_warning
 from .pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMPTS, Pool, pair_choices, pair_label,
@@ -69,9 +69,11 @@ def _status(text: str, kind: str = "info") -> str:
 
 # --- the run ----------------------------------------------------------------------------------------
 
-def _selected(control: dict, trace: Trace) -> int | None:
+def _selected(control: dict, trace: Trace, done: bool = False) -> int | None:
+    """The iteration shown: the newest while a run streams, the most instructive one when it is done
+    (``figures.instructive_index``), or the one the viewer stepped to (pinned)."""
     if control.get("follow", True) or control.get("selected") is None:
-        return resolve_index(trace, None)
+        return instructive_index(trace) if done else resolve_index(trace, None)
     return resolve_index(trace, control["selected"])
 
 
@@ -101,10 +103,11 @@ class Pacer:
         return ""
 
 
-def _live_frame(trace: Trace, control: dict, message: str, download: Any = None, full: bool = True) -> tuple:
+def _live_frame(trace: Trace, control: dict, message: str, download: Any = None, full: bool = True,
+                done: bool = False) -> tuple:
     """One update: viewer outputs + (trace state, download button, status). A light update leaves the
-    seven figures as they are."""
-    i = _selected(control, trace)
+    seven figures as they are; the last one (``done``) selects the most instructive iteration."""
+    i = _selected(control, trace, done)
     skip = gr.skip()
     if full:
         view = render_trace(trace, i, "")
@@ -169,7 +172,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
                 yield _live_frame(trace, control, f"{event.message} {trace.stats.new_tokens} tokens in "
                                                   f"{len(trace.iterations)} iterations. Step through them below, "
                                                   "or download the trace.",
-                                  gr.DownloadButton(value=path, interactive=True))
+                                  gr.DownloadButton(value=path, interactive=True), done=True)
 
 
 def stop_live(control: dict | None) -> None:

@@ -17,6 +17,7 @@ import gradio as gr
 
 from specdec_core import Trace
 
+from .figures import instructive_index
 from .messages import page_error
 from .viewer import Viewer, build_viewer, render_trace, step_view
 
@@ -89,15 +90,8 @@ def _loaded_text(trace: Trace, source: str) -> str:
             "step through it, or press ▶ play")
 
 
-def opening_index(trace: Trace) -> int | None:
-    """Where a loaded trace opens: its first rejection (every figure then has something to show: p vs q,
-    the residual, the anatomy), else its last iteration; None when it has none."""
-    first = next((it.index for it in trace.iterations if it.resampled is not None), None)
-    return first if first is not None else (len(trace.iterations) - 1 if trace.iterations else None)
-
-
 def _show(trace: Trace, source: str) -> tuple:
-    view = render_trace(trace, opening_index(trace))
+    view = render_trace(trace, instructive_index(trace))
     return (*view, trace.to_dict(), _note(_loaded_text(trace, source)))
 
 
@@ -152,7 +146,7 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
     note = gr.HTML(_note(_loaded_text(opening[0], f"example “{opening[1]}”") if opening else
                          "No trace loaded: upload one (the examples folder is empty)."), elem_id="replay-note")
     viewer = build_viewer("replay-", initial=opening[0] if opening else None,
-                          index=opening_index(opening[0]) if opening else None)
+                          index=instructive_index(opening[0]) if opening else None)
     outputs = [*viewer.outputs(), state, note]
     upload.upload(replay_upload, inputs=[upload], outputs=outputs)
     for button, name in buttons:

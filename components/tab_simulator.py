@@ -22,6 +22,7 @@ from specdec_core.decoding.engine import stream_speculative
 from specdec_core.teaching.sweeps import acceptance_vs_agreement, speedup_table
 from specdec_core.teaching.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
 
+from .figures import FIGURE_IDS, instructive_index
 from .lab_figures import agreement_figure, toy_step_figure
 from .messages import page_error
 from .tab_helpers import as_float, as_int, check_prompt, reporter
@@ -93,9 +94,18 @@ def run_simulator(agreement: Any, prompt: Any, k: Any, temperature: Any, max_new
         stream.close()
     assert trace is not None
     trace.baseline = baseline_generate(pair.target, ids, cfg, pair.tokenizer)
-    i = len(trace.iterations) - 1
+    i = instructive_index(trace)
     pos = _default_position(trace, i)
     yield (*render_trace(trace, i), _toy_step(trace, i, pos), trace.to_dict(), _position_slider(trace, i, pos))
+
+
+def simulator_on_open(trace_dict: dict | None, *settings: Any) -> Iterator[tuple]:
+    """The tab opens: a first run with the settings shown, so the viewer is never a column of empty frames;
+    nothing when a run is already there."""
+    if trace_dict is None:
+        yield from run_simulator(*settings)
+    else:
+        yield (gr.skip(),) * (len(FIGURE_IDS) + 7)
 
 
 def step_simulator(trace_dict: dict | None, value: float | None, delta: int) -> tuple:
@@ -131,7 +141,9 @@ def run_sim_sweep(k: Any, temperature: Any, n_tokens: Any, progress: Any = gr.Pr
     return agreement_figure(points), gr.Dataframe(value=rows, headers=headers)
 
 
-def build_simulator_tab() -> None:
+def build_simulator_tab(tab: gr.Tab | None = None) -> None:
+    """The Simulator's components and events (call inside its ``gr.Tab``, passed as ``tab``: opening it
+    runs the simulator once)."""
     gr.Markdown(
         "### A ten-word world\n"
         f"Two tiny bigram “models” over ten words ({', '.join(WORDS)}): the target follows a little grammar; the "
@@ -159,7 +171,10 @@ def build_simulator_tab() -> None:
     viewer = build_viewer(prefix="sim-")
     state = gr.State(None)
     outputs = [*viewer.outputs(), step_plot, state, position]
-    run.click(run_simulator, [agreement, prompt, k, temperature, max_new, seed, slow], outputs)
+    settings = [agreement, prompt, k, temperature, max_new, seed, slow]
+    run.click(run_simulator, settings, outputs)
+    if tab is not None:
+        tab.select(simulator_on_open, [state, *settings], outputs, show_progress="hidden")
     viewer.wire_steps(step_simulator, state, outputs=[*viewer.step_outputs(), step_plot, position])
     position.release(sim_position, [state, viewer.slider, position], [step_plot])
     gr.Markdown("### Sweeps on the toy pair\nOne run per agreement level (0, 0.1, …, 1) through the engine. Measured "

@@ -66,9 +66,9 @@ def draft_title(j: int, d: DraftRecord, k: int) -> str:
     return "\n".join(lines)
 
 
-def iteration_html(it: IterationRecord, selected: bool = False) -> str:
+def iteration_html(it: IterationRecord, selected: bool = False, greedy: bool = False) -> str:
     """One iteration: accepted drafts, the rejected (struck) and untested drafts where they were
-    proposed, then the resampled or bonus token."""
+    proposed, then the resampled (greedy: the target's argmax) or bonus token."""
     n_acc = sum(d.accepted for d in it.drafts)
     parts = [f'<span class="sd-idx">{it.index + 1}</span>']
     for j, d in enumerate(it.drafts):
@@ -77,7 +77,9 @@ def iteration_html(it: IterationRecord, selected: bool = False) -> str:
     for tok in it.emitted[n_acc:]:
         if it.resampled is not None and tok == it.resampled.token_id:
             rs = it.resampled
-            title = (f"resampled at draft {rs.position + 1} from norm(max(0, p − q)) · token id {rs.token_id}\n"
+            title = (f"the target's own choice (argmax p, greedy) in place of draft {rs.position + 1} · token id "
+                     f"{rs.token_id}" if greedy else
+                     f"resampled at draft {rs.position + 1} from norm(max(0, p − q)) · token id {rs.token_id}\n"
                      f"p = {_num(rs.p)}   residual = {_num(rs.residual_prob)}")
             parts.append(_span("sd-res", rs.text or f"#{rs.token_id}", title))
         elif it.bonus is not None and tok == it.bonus.token_id:
@@ -90,8 +92,9 @@ def iteration_html(it: IterationRecord, selected: bool = False) -> str:
     return f'<span class="{cls}" data-it="{it.index}" title="{_attr(o_title)}">{"".join(parts)}</span>'
 
 
-def legend_html() -> str:
-    chips = "".join(f'<span class="sd-tok {cls}">{html.escape(name)}</span>' for cls, name in FATES)
+def legend_html(greedy: bool = False) -> str:
+    fates = [(cls, "the target's choice (argmax p)" if greedy and cls == "sd-res" else name) for cls, name in FATES]
+    chips = "".join(f'<span class="sd-tok {cls}">{html.escape(name)}</span>' for cls, name in fates)
     return (f'<div class="sd-legend">{chips}<span class="sd-it"><span class="sd-idx">n</span>'
             "iteration boundary</span> · hover a token for p, q, α, u</div>")
 
@@ -99,10 +102,11 @@ def legend_html() -> str:
 def tokens_html(trace: Trace | None, selected: int | None = None, message: str = "") -> str:
     """The whole token stream (with its legend and a <style> block) as one self-contained HTML string.
     ``selected`` is the 0-based iteration to highlight; ``message`` is shown (escaped) above the stream."""
-    head = f"<style>{CSS}</style>" + legend_html()
+    greedy = trace is not None and trace.config.get("temperature", 0) == 0 and bool(trace.iterations)
+    head = f"<style>{CSS}</style>" + legend_html(greedy)
     note = f'<div class="sd-empty">{html.escape(message)}</div>' if message else ""
     if trace is None or not trace.iterations:
         body = note or '<div class="sd-empty">Press Run: the generated tokens appear here as they are decided.</div>'
         return f'<div class="sd-tokens">{head}{body}</div>'
-    stream = "".join(iteration_html(it, it.index == selected) for it in trace.iterations)
+    stream = "".join(iteration_html(it, it.index == selected, greedy) for it in trace.iterations)
     return f'<div class="sd-tokens">{head}{note}<div class="sd-stream">{stream}</div></div>'

@@ -38,6 +38,7 @@ KEYS_HINT = ("Keyboard (when not typing in a field): **← / →** step · **Hom
              "**Space** play / pause")
 
 
+EMPTY_TRACE = Trace(config={"k": 1, "temperature": 0.0, "max_new_tokens": 1}, prompt="", prompt_ids=[])
 StepFn = Callable[..., tuple]     # (trace_dict, slider value, delta, *extra) -> the step outputs
 
 
@@ -99,12 +100,13 @@ def _step(step: StepFn, delta: int, trace_dict: dict | None, value: float | None
 
 def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | None = None) -> Viewer:
     """Lay out the viewer. ``prefix`` keeps elem_ids unique between tabs ("" for Live: #tokens, #plot-race...).
-    ``initial``: a trace to show from the start (iteration ``index`` selected, the last when None) instead
-    of empty frames."""
+    ``initial``: a trace to show from the start (iteration ``index`` selected, the last when None); without
+    one, every figure is a placeholder that says what will appear in it."""
     # the initial values are computed here rather than by render_trace, whose slider update would be
     # rendered as a second slider inside this Blocks context
     i0 = resolve_index(initial, index) if initial is not None else None
-    figs = dict(zip(FIGURE_IDS, all_figures(initial, i0))) if initial is not None else {}
+    shown = initial if initial is not None else EMPTY_TRACE      # no trace yet: each figure says what will appear
+    figs = dict(zip(FIGURE_IDS, all_figures(shown, i0)))
     tokens = gr.HTML(tokens_html(initial, i0), elem_id=f"{prefix}tokens")
     with gr.Row(equal_height=True):
         first = gr.Button("|◀ first", elem_id=f"{prefix}first", scale=0, min_width=90)
@@ -127,7 +129,7 @@ def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | No
     def plot(key: str) -> gr.Plot:
         plots[key] = gr.Plot(figs.get(key), show_label=False, elem_id=f"{prefix}{key}")
         return plots[key]
-    anatomy = gr.Plot(anatomy_figure(initial, i0) if initial is not None else None, show_label=False,
+    anatomy = gr.Plot(anatomy_figure(shown, i0), show_label=False,
                       elem_id=f"{prefix}plot-anatomy")
     with gr.Row():
         plot("plot-pq")
@@ -162,8 +164,7 @@ def slider_update(trace: Trace | None, index: int | None) -> Any:
 
 def render_trace(trace: Trace | None, index: int | None = None, message: str = "") -> tuple:
     """Everything the viewer shows, in ``Viewer.outputs()`` order. ``index`` = selected iteration (0-based)."""
-    if trace is None:
-        trace = Trace(config={"k": 1, "temperature": 0.0, "max_new_tokens": 1}, prompt="", prompt_ids=[])
+    trace = trace if trace is not None else EMPTY_TRACE
     i = resolve_index(trace, index)
     return (tokens_html(trace, i, message), *all_figures(trace, i), summary_html(trace), slider_update(trace, i),
             anatomy_figure(trace, i))

@@ -12,6 +12,7 @@ import gradio as gr
 import pytest
 
 from components import live
+from components.figures import instructive_index
 from components.live import change_pair, new_control, run_live, step_live
 from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, PAIR_SELF, pair_choices, resolve_pair
 from components.session import make_config
@@ -112,7 +113,12 @@ def test_live_run_streams_every_iteration_then_the_baseline(ngram_frames):
     # the final frame has all seven figures, the token stream and the download
     assert all(hasattr(f, "to_json") for f in final[1:8])
     stream = final[0].split('class="sd-stream"', 1)[1]
-    assert stream.count('class="sd-it') == n and f'class="sd-it sd-sel" data-it="{n - 1}"' in stream
+    # while streaming the newest iteration is shown; the finished run opens on its first rejection
+    assert 'class="sd-it sd-sel" data-it="1"' in spec_frames[1][0]
+    first = instructive_index(trace)
+    assert any(d.tested and not d.accepted for d in trace.iterations[first].drafts)
+    assert stream.count('class="sd-it') == n and f'class="sd-it sd-sel" data-it="{first}"' in stream
+    assert final[9].value == first + 1                      # the step-through slider
     path = final[DOWNLOAD].value if hasattr(final[DOWNLOAD], "value") else final[DOWNLOAD]["value"]
     path = path if isinstance(path, str) else path.get("path", path)
     with open(path, encoding="utf-8") as f:
