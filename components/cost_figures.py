@@ -4,8 +4,14 @@ speculative run and its same-run baseline, next to what the calibrated cost mode
 flat, GPU-like verify would give; for greedy prompt lookup, what the best K schedule in hindsight would
 take). A pure builder Trace -> go.Figure; the arithmetic is ``specdec_core.theory`` (``time_split``,
 ``baseline_split``, ``predicted_split``, ``costs_from_traces``) and ``specdec_core.policy.hindsight``.
+
+Also the two pictures of what one forward costs: the baseline's one forward per token
+(``baseline_forwards_figure``) and this device's measured cost of one forward over n = 1, 2, … tokens next to
+n separate one-token forwards and a flat, GPU-like verify (``forward_cost_figure``).
 """
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
@@ -75,4 +81,47 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
     fig.update_layout(margin={"l": 260, "r": 40, "t": 70, "b": 90})
     longest = max(sp.total for sp in rows.values())
     fig.update_xaxes(title_text="milliseconds", range=[0, longest * 1.45])
+    return fig
+
+
+def baseline_forwards_figure(token_ms: Sequence[float]) -> go.Figure:
+    """The target-only baseline: one bar per generated token, its forward's milliseconds (the first one
+    carries the prompt's prefill)."""
+    title = "The baseline: one target forward per token"
+    if not token_ms:
+        return empty_figure(title, "Run to time the target generating alone, one forward per token.")
+    n = list(range(1, len(token_ms) + 1))
+    colors = [pal.PREFILL] + [pal.BASELINE] * (len(token_ms) - 1)
+    fig = go.Figure(go.Bar(x=n, y=list(token_ms), marker_color=colors, showlegend=False,
+                           hovertemplate="token %{x}: %{y:.1f} ms<extra></extra>"))
+    later = list(token_ms[1:]) or list(token_ms)
+    _layout(fig, title, subtitle=f"{len(token_ms)} tokens = {len(token_ms)} forwards · after the first (which "
+                                 f"reads the prompt too): {sum(later) / len(later):.1f} ms each on average")
+    fig.update_xaxes(title_text="generated token", dtick=1)
+    fig.update_yaxes(title_text="ms for its forward", rangemode="tozero")
+    return fig
+
+
+def forward_cost_figure(verify_ms: Sequence[float]) -> go.Figure:
+    """One forward over n new tokens (n = 1..len(verify_ms), measured), against n separate one-token forwards
+    (what the baseline pays for n tokens) and a flat verify (a memory-bound GPU: n tokens cost one)."""
+    title = "What one forward over n tokens costs on this device"
+    if not verify_ms:
+        return empty_figure(title, "Run to measure a forward over 1, 2, … tokens.")
+    n = list(range(1, len(verify_ms) + 1))
+    t1 = verify_ms[0]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(name="n one-token forwards (the baseline)", x=n, y=[k * t1 for k in n], mode="lines",
+                             line={"color": pal.BASELINE, "dash": "dash", "width": 2},
+                             hovertemplate="n=%{x}: %{y:.0f} ms<extra>n × t(1)</extra>"))
+    fig.add_trace(go.Scatter(name="flat verify (GPU-like)", x=n, y=[t1] * len(n), mode="lines",
+                             line={"color": pal.THEORY, "dash": "dot", "width": 2},
+                             hovertemplate="n=%{x}: %{y:.0f} ms<extra>flat</extra>"))
+    fig.add_trace(go.Scatter(name="ONE forward over n tokens (measured here)", x=n, y=list(verify_ms),
+                             mode="lines+markers", line={"color": pal.TARGET, "width": 3}, marker={"size": 7},
+                             hovertemplate="n=%{x}: %{y:.1f} ms<extra>measured</extra>"))
+    _layout(fig, title, subtitle=f"t(1) = {t1:.1f} ms · t({len(n)}) = {verify_ms[-1]:.1f} ms = "
+                                 f"{verify_ms[-1] / t1:.2f} × t(1)" if t1 > 0 else "")
+    fig.update_xaxes(title_text="new tokens in the forward (n)", dtick=1)
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
     return fig

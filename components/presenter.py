@@ -2,7 +2,8 @@
 
 - ``KEYBOARD_JS`` (passed to ``launch(js=...)``) listens for ← / → (previous / next iteration), Home / End
   (first / last) and Space (play / pause) and clicks those buttons of the viewer on screen (Live, Replay
-  or Simulator), unless the focus is in a field that takes keys (text, number, dropdown, checkbox).
+  or Simulator; on the Learn tab ← / → are Back / Next chapter), unless the focus is in a field that takes
+  keys (text, number, dropdown, checkbox).
 - Presenter mode (the ``#presenter`` toggle, or ``?presenter=1`` in the URL) puts the class
   ``sd-presenter`` on the page: tokens at 28 px, figure text at 17-22 px, bigger summary and hints
   (``PRESENTER_CSS``); it folds the settings accordions away (those registered in
@@ -37,7 +38,7 @@ body.sd-presenter .js-plotly-plot .main-svg .gtitle {{ font-size: 22px !importan
 # presenter toggle's own js sets. Buttons are found by elem_id; the first visible viewer wins.
 KEYBOARD_JS = """
 () => {
-  const PREFIXES = ["", "replay-", "sim-"];
+  const PREFIXES = ["", "replay-", "sim-", "learn-"];
   const ACTIONS = {ArrowLeft: "prev", ArrowRight: "next", Home: "first", End: "last", " ": "play"};
   const shown = (el) => el !== null && el.offsetParent !== null;
   const takesKeys = (el) => {

@@ -1,0 +1,64 @@
+"""What a chapter of the Learn tab is: its text, its guess, and two steps, each a plain function.
+
+- ``run(pool, setting) -> Step``: a small real run; the figures it draws must not give the answer away,
+  and ``memo`` keeps what the reveal needs (per browser session, in a gr.State).
+- ``reveal(pool, guess, memo, setting) -> Step``: the answer computed from that run (or from a second run
+  the reveal makes, such as the same experiment with a bug switched on), and the figures that show it.
+
+A figure slot left ``None`` in a Step keeps what it showed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+N_PLOTS = 2          # every chapter has two figure slots
+
+
+@dataclass(frozen=True)
+class Guess:
+    """The learner's commitment: a slider (``minimum``..``maximum`` by ``step``) or a choice (``choices``)."""
+    label: str
+    value: Any
+    minimum: float = 0.0
+    maximum: float = 1.0
+    step: float = 1.0
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A choice the run (or the reveal) takes: (label, value) pairs."""
+    label: str
+    choices: tuple[tuple[str, Any], ...]
+    value: Any
+
+
+@dataclass
+class Step:
+    figures: list[go.Figure | None] = field(default_factory=lambda: [None] * N_PLOTS)
+    note: str = ""                # HTML, escaped by whoever built it
+    answer: str = ""              # HTML (``reveal.answer_html``)
+    memo: dict | None = None
+
+
+@dataclass(frozen=True)
+class Chapter:
+    slug: str
+    title: str
+    text: str                     # markdown, at most ~150 words
+    guess: Guess
+    run: Callable[..., Step]
+    reveal: Callable[..., Step]
+    setting: Setting | None = None
+    run_label: str = "Run"
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+__all__ = ["N_PLOTS", "Guess", "Setting", "Step", "Chapter", "words"]

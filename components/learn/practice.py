@@ -1,0 +1,148 @@
+"""Learn, chapters 6–9: practice. When speculation pays (α, c, K and the verify's cost), choosing a draft,
+choosing K, and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
+"""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c
+from specdec_core.policy.costmodel import predict_speedup
+
+from ..cost_figures import forward_cost_figure
+from ..figures import outcomes_figure, positions_figure, race_figure, theory_figure
+from ..lab_figures import compare_figure, ksweep_figure
+from ..pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, Pool
+from . import reveal as rv
+from .basics import later, note, run_summary
+from .book import Chapter, Guess, Step
+from .runs import NGRAM, TRAINED, compare_two, config, forward_costs, need, sweep_k, trace_run
+
+POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
+CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
+K_MAX = 6
+
+
+def alpha_c(trace: Any) -> str:
+    a, c = estimate_alpha(trace), estimate_c(trace)
+    return html.escape(f"Measured: α̂ = {'–' if a is None else f'{a:.2f}'} (mean min(1, p/q) of the tested drafts), "
+                       f"ĉ = {'–' if c is None else f'{c:.3f}'} (draft forward ÷ verify forward), K = "
+                       f"{trace.config.get('k')}.")
+
+
+# --- 6. when it pays ---------------------------------------------------------------------------------------
+
+def run_pays(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, 0.0, 32), baseline=True)
+    return Step([positions_figure(trace), later("Measured vs. theory")],
+                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"trace": trace})
+
+
+def reveal_pays(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    trace = need(memo, "trace")
+    return Step([race_figure(trace), theory_figure(trace, k_max=K_MAX)],
+                answer=rv.reveal_speedup(float(guess), trace, predict_speedup(trace, flat=True)))
+
+
+PAYS = Chapter(
+    "pays", "When it pays: α, c and K",
+    "Three numbers decide. **α**: how often a draft is accepted. **c**: a draft forward's cost over a target "
+    "forward. **K**: drafts per iteration. An iteration pays K draft forwards and one verify, and emits "
+    "(1 − α^(K+1)) / (1 − α) tokens on average, so the closed form predicts a speedup of that over cK + 1 — "
+    "*if* a verify costs one target forward. Below the break-even α, speculation loses.\n\n"
+    "**Run** writes a short poem with the trained draft (K = 4), then the baseline does; the note gives the run's α̂ and ĉ, "
+    "the chart acceptance at each draft position. Guess the measured speedup. Reveal sets it against the closed "
+    "form, this CPU's calibrated cost model and a flat, GPU-like verify.",
+    Guess("the measured speedup over the baseline (×)?", 1.0, 0.25, 3.0, 0.05),
+    run_pays, reveal_pays)
+
+
+# --- 7. choosing a draft -----------------------------------------------------------------------------------
+
+def run_drafts(pool: Pool, setting: Any = None) -> Step:
+    sel = compare_two(pool, CODE, config(4, 0.0, 32))
+    rows = "; ".join(f"{r.name}: ×{r.mean_speedup:.2f}" for r in sel.ranking)
+    return Step([compare_figure(sel), later("On an open-ended prompt")],
+                note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows})
+
+
+def reveal_drafts(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    need(memo, "copy")
+    sel = compare_two(pool, POEM, config(4, 0.0, 32))
+    rows = [(r.name, r.mean_speedup, r.mean_acceptance) for r in sel.ranking]
+    return Step([None, compare_figure(sel)], answer=rv.reveal_draft(str(guess), rows))
+
+
+DRAFTS = Chapter(
+    "drafts", "Choosing a draft",
+    "No draft fits every job. **Prompt lookup** drafts by copying: it finds the last few tokens earlier in the "
+    "text and proposes what followed them. It costs nothing and is right whenever the answer repeats the prompt. "
+    "The **trained draft** here is a small network that reads the target's features; it costs a little per draft "
+    "and guesses any kind of text.\n\n"
+    "**Run** sets both against the baseline on a copying prompt (rename a variable in a short function). Now "
+    "guess: on an "
+    "open-ended prompt — a short poem — which wins? Reveal runs it. Whatever the draft, it must share the "
+    "target's tokenizer, not just its vocabulary size: otherwise its token ids mean other words to the target.",
+    Guess("on the open-ended prompt, which wins?", TRAINED, choices=(NGRAM, TRAINED)),
+    run_drafts, reveal_drafts)
+
+
+# --- 8. choosing K -----------------------------------------------------------------------------------------
+
+def run_k(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_NGRAM, CODE, config(4, 0.0, 24), baseline=False)
+    _, verify_ms = forward_costs(pool, CODE, n_tokens=1, n_max=K_MAX + 1)
+    return Step([positions_figure(trace), forward_cost_figure(verify_ms)],
+                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms})
+
+
+def reveal_k(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    verify_ms = need(memo, "verify_ms")
+    sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24))
+    rows = [(r.k, r.tokens_per_s) for r in sw.runs]
+    return Step([ksweep_figure(sw), None],
+                answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, sw.verify_ms or verify_ms))
+
+
+CHOOSE_K = Chapter(
+    "k", "Choosing K",
+    "More drafts per iteration can mean more tokens per verify, but the j-th draft survives only if every one "
+    "before it did (about α^j), and each draft adds its own cost and lengthens the verify.\n\n"
+    "**Run** has prompt lookup rewrite a short function at K = 4 — the answer copies the prompt, and its drafts "
+    f"cost nearly nothing — and times this device's forward over 1 … {K_MAX + 1} tokens. The charts show acceptance at each "
+    f"draft position and that cost curve. Guess the fastest K; Reveal sweeps K = 1 … {K_MAX}, every run side by "
+    "side with the baseline. With a flat, GPU-like verify the best K would be larger: the right K depends on the "
+    "hardware, not only on α.",
+    Guess("the fastest K here?", 4, 1, K_MAX, 1),
+    run_k, reveal_k)
+
+
+# --- 9. pitfalls -------------------------------------------------------------------------------------------
+
+def run_costly(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_SELF, POEM, config(4, 0.0, 24), baseline=True)
+    return Step([outcomes_figure(trace), later("Race against the baseline")],
+                note(html.escape(run_summary(trace)), html.escape(f"Acceptance: {trace.stats.acceptance_rate:.0%}.")),
+                memo={"trace": trace})
+
+
+def reveal_costly(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    trace = need(memo, "trace")
+    return Step([None, race_figure(trace)], answer=rv.reveal_costly_draft(str(guess), trace))
+
+
+PITFALLS = Chapter(
+    "pitfalls", "Pitfalls",
+    "Rules of thumb say speculation always helps. Test one: here the target **drafts for itself**, so q = p and "
+    "every draft is accepted, as the chart shows. **Run**, then guess: faster or slower than the baseline?\n\n"
+    "Two more classic mistakes. A draft **sampled at another temperature** than the q the rule uses biases the "
+    "output (chapter 5's bug). A draft with **another tokenizer** proposes ids that mean other words to the "
+    "target, even with a vocabulary of the same size; the app refuses such pairs, naming the check they fail "
+    "(the Draft comparison tab shows one).",
+    Guess("with a draft as costly as the target, speculation is…", "slower", choices=("faster", "slower")),
+    run_costly, reveal_costly)
+
+
+CHAPTERS = (PAYS, DRAFTS, CHOOSE_K, PITFALLS)
+
+__all__ = ["CHAPTERS", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]

@@ -1,0 +1,204 @@
+"""The answers of the Learn tab's predict-then-reveal: pure functions from the learner's guess and what a
+run measured to one short HTML block (the guess, the measurement, one line of why). Nothing here runs a
+model, and nothing an answer states is fixed in advance: every number comes from the run passed in.
+All text is escaped here (model tokens and values reach the page through these blocks).
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from specdec_core import Trace
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
+from specdec_core.trace import IterationRecord
+
+from ..measures import identical_to_baseline, measured_speedup
+
+
+def shown(text: str, limit: int = 24) -> str:
+    """A token for a sentence: quoted, whitespace made visible, cut at ``limit`` (not escaped yet)."""
+    s = text.replace("\n", "↵").replace("\t", "⇥")
+    return "“" + (s if len(s) <= limit else s[: limit - 1] + "…") + "”"
+
+
+def answer_html(guess: str, measured: str, why: str, hit: bool | None = None) -> str:
+    """The reveal block: the guess next to the measurement, a mark when the guess can be judged, the why."""
+    mark = "" if hit is None else (" ✓ right" if hit else " ✗ not this time")
+    cls = "" if hit is None else (" sd-learn-hit" if hit else " sd-learn-miss")
+    return (f'<div class="sd-learn-reveal{cls}"><p><b>Your guess:</b> {html.escape(guess)} &nbsp;·&nbsp; '
+            f'<b>This run:</b> {html.escape(measured)}<b>{html.escape(mark)}</b></p>'
+            f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>')
+
+
+def close(guess: float, value: float, rel: float = 0.2, abs_: float = 0.0) -> bool:
+    """A numeric guess counts as right within ``rel`` of the value (or ``abs_``, whichever is larger)."""
+    return abs(guess - value) <= max(abs(value) * rel, abs_)
+
+
+# --- choosing what to show -------------------------------------------------------------------------------
+
+def instructive_iteration(trace: Trace, min_drafts: int = 2) -> int | None:
+    """The iteration a lesson shows: the first with at least ``min_drafts`` drafts and a rejection, else the
+    first with that many drafts, else the first with any draft; None when nothing was drafted."""
+    its = trace.iterations
+    for pick in (lambda it: len(it.drafts) >= min_drafts and it.resampled is not None,
+                 lambda it: len(it.drafts) >= min_drafts, lambda it: bool(it.drafts)):
+        for it in its:
+            if pick(it):
+                return it.index
+    return None
+
+
+def iteration(trace: Trace, index: int) -> IterationRecord:
+    return next(it for it in trace.iterations if it.index == index)
+
+
+# --- chapter 1: one token per forward --------------------------------------------------------------------
+
+def forward_ratio(verify_ms: Sequence[float], n: int) -> float:
+    """t(n) / t(1): what one forward over n tokens costs in one-token forwards."""
+    if not 1 <= n <= len(verify_ms) or verify_ms[0] <= 0:
+        raise ValueError(f"need a measured curve up to n = {n} with t(1) > 0")
+    return verify_ms[n - 1] / verify_ms[0]
+
+
+def reveal_forward_cost(guess: float, verify_ms: Sequence[float], n: int = 8) -> str:
+    r = forward_ratio(verify_ms, n)
+    gain = "still far less than" if r < 0.6 * n else "close to" if r < n * 0.95 else "no less than"
+    why = (f"a GPU streams the weights from memory once per forward, so {n} tokens cost about one forward; this "
+           f"CPU does the arithmetic for each token: {n} tokens in one forward took {r:.2f} × a one-token forward "
+           f"({verify_ms[n - 1]:.0f} vs {verify_ms[0]:.0f} ms), {gain} the {n} forwards the baseline would pay.")
+    return answer_html(f"{guess:g} ×", f"{r:.2f} ×", why, close(guess, r, 0.25, 0.35))
+
+
+# --- chapter 2: draft, then verify in one forward ---------------------------------------------------------
+
+def reveal_kept(guess: int, trace: Trace, index: int) -> str:
+    it = iteration(trace, index)
+    kept = sum(d.accepted for d in it.drafts)
+    n = len(it.drafts)
+    greedy = trace.config.get("temperature", 0) == 0
+    if kept == n:
+        why = (f"the target agreed with all {n} drafts, so the same forward also gave a bonus token: "
+               f"{n + 1} tokens for one target forward.")
+    else:
+        d = it.drafts[kept]
+        test = ("was not the target's own choice" if greedy else
+                f"had α = min(1, p/q) = {d.alpha:.2f} and the draw u = {d.u:.2f} was not below it"
+                if d.u is not None else "was rejected")
+        repl = it.resampled.text if it.resampled is not None else ""
+        why = (f"draft {kept + 1} {shown(d.text)} {test}; the target put {shown(repl)} there instead and threw "
+               f"away the {n - kept - 1} draft{'s' if n - kept - 1 != 1 else ''} after it: {kept + 1} token"
+               f"{'s' if kept else ''} from one target forward.")
+    return answer_html(f"{guess} of {n}", f"{kept} of {n} kept", why, guess == kept)
+
+
+# --- chapter 3: greedy output is the baseline's ----------------------------------------------------------
+
+def reveal_identical(guess: str, trace: Trace) -> str:
+    same = identical_to_baseline(trace)
+    if same is None:
+        raise ValueError("the run has no baseline to compare with")
+    n = len(trace.new_token_ids)
+    greedy = trace.config.get("temperature", 0) == 0
+    measured = f"identical ({n} tokens)" if same else "different"
+    if greedy:
+        why = ("in greedy decoding a draft survives only if it is the target's argmax, and a rejected one is "
+               "replaced by the target's own choice, so every token is the one the baseline picks"
+               + ("." if same else " (a tie between two equally likely tokens can still split them)."))
+    else:
+        why = ("sampling keeps the target's distribution, not its draws: the speculative run spends its random "
+               "numbers on u and on the residual, so the same seed gives another sample"
+               + (" (here they happened to agree)." if same else "."))
+    return answer_html(guess, measured, why, (guess == "identical") == same)
+
+
+# --- chapter 4: α = min(1, p/q) ----------------------------------------------------------------------------
+
+def reveal_alpha(guess: float, trace: Trace, index: int) -> str:
+    d = iteration(trace, index).drafts[0]
+    verdict = ("accepted" if d.accepted else "rejected") if d.u is not None else "decided without a draw"
+    why = (f"draft 1 {shown(d.text)} has p = {d.p:.3g} and q = {d.q:.3g}, so α = min(1, {d.p:.3g} / {d.q:.3g}) = "
+           f"{d.alpha:.3f}; the draw u = {'–' if d.u is None else f'{d.u:.3f}'}: {verdict}. A rejected draft is "
+           "replaced by a draw from norm(max(0, p − q)): the mass the draft under-proposed.")
+    return answer_html(f"{guess:.2f}", f"α = {d.alpha:.3f}", why, close(guess, d.alpha, 0.0, 0.05))
+
+
+# --- chapter 5: exactness --------------------------------------------------------------------------------
+
+def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float, p_value: float | None) -> str:
+    measured = {"exact": "no bias detected", "biased": "biased", "inconclusive": "inconclusive"}[verdict]
+    pv = "–" if p_value is None else f"{p_value:.3g}"
+    why = (f"with “{bug}” the sampled frequencies are {tv:.3f} away from the target's exact distribution "
+           f"(total variation; an exact sampler at this N: about {tv_noise:.3f}), chi-square p = {pv}.")
+    hit = None if verdict == "inconclusive" else (guess == "stays exact") == (verdict == "exact")
+    return answer_html(guess, measured, why, hit)
+
+
+# --- chapter 6: when it pays -------------------------------------------------------------------------------
+
+def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) -> str:
+    s = measured_speedup(trace)
+    alpha, c = estimate_alpha(trace), estimate_c(trace)
+    if s is None or alpha is None or c is None:
+        raise ValueError("the run needs a baseline and at least one iteration with drafts")
+    k = int(trace.config.get("k", 1))
+    why = (f"with α̂ = {alpha:.2f}, ĉ = {c:.2f} and K = {k} the closed form (1 − α^(K+1)) / ((1 − α)(cK + 1)) "
+           f"gives ×{speedup(alpha, k, c):.2f} if a verify cost one forward; on this CPU a {k + 1}-token verify "
+           "costs more")
+    why += (f" — priced with a flat, GPU-like verify the same run would give ×{flat_prediction:.2f}."
+            if flat_prediction is not None else ".")
+    return answer_html(f"×{guess:.2f}", f"×{s:.2f}", why, close(guess, s, 0.15, 0.1))
+
+
+# --- chapter 7: choosing a draft ---------------------------------------------------------------------------
+
+def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float]]) -> str:
+    """``rows``: (draft, speedup, acceptance) for each draft run, best first."""
+    if not rows:
+        raise ValueError("no draft was run")
+    best = rows[0]
+    detail = "; ".join(f"{name}: ×{s:.2f}, {a:.0%} of drafts accepted" for name, s, a in rows)
+    why = (f"{detail}. Prompt lookup copies spans of the prompt: free to draft, but it only proposes where the "
+           "answer repeats the prompt; the trained draft guesses open-ended text, at a small cost per draft.")
+    return answer_html(guess, f"{best[0]} wins", why, guess == best[0])
+
+
+# --- chapter 8: choosing K ---------------------------------------------------------------------------------
+
+def reveal_best_k(guess: int, rows: Sequence[tuple[int, float]], baseline_tokens_per_s: float,
+                  verify_ms: Sequence[float]) -> str:
+    """``rows``: (K, measured tokens/s) for every K swept."""
+    if not rows:
+        raise ValueError("no K was run")
+    best_k, best = max(rows, key=lambda r: r[1])
+    gained = f"×{best / baseline_tokens_per_s:.2f} over the baseline" if baseline_tokens_per_s > 0 else ""
+    why = f"K = {best_k} ran at {best:.1f} tokens/s {gained}. Each extra draft is kept less often (α^j), "
+    if len(verify_ms) > best_k + 1 and verify_ms[0] > 0:
+        why += (f"while the verify grows with it: here one forward over {best_k + 1} tokens cost "
+                f"{verify_ms[best_k] / verify_ms[0]:.2f} × t(1), over {len(verify_ms)} tokens "
+                f"{verify_ms[-1] / verify_ms[0]:.2f} ×; with a flat verify larger K would cost nothing extra.")
+    else:
+        why += "while every draft and the larger verify cost time."
+    return answer_html(f"K = {guess}", f"best K = {best_k}", why, abs(guess - best_k) <= 1)
+
+
+# --- chapter 9: pitfalls -----------------------------------------------------------------------------------
+
+def reveal_costly_draft(guess: str, trace: Trace) -> str:
+    s = measured_speedup(trace)
+    c = estimate_c(trace)
+    if s is None or c is None:
+        raise ValueError("the run needs a baseline and at least one iteration with drafts")
+    rate = trace.stats.acceptance_rate
+    k = int(trace.config.get("k", 1))
+    faster = s > 1.0
+    why = (f"{rate:.0%} of drafts were accepted, but each draft cost {c:.2f} × a verify forward (c = {c:.2f}): "
+           f"an iteration pays K = {k} draft forwards and one verify to emit at most {k + 1} tokens, so the best "
+           f"case is ×{(k + 1) / (c * k + 1):.2f}; a useful draft costs a small fraction of the target.")
+    return answer_html(guess, f"×{s:.2f} ({'faster' if faster else 'slower'})", why, (guess == "faster") == faster)
+
+
+__all__ = ["answer_html", "close", "instructive_iteration", "iteration", "forward_ratio", "reveal_forward_cost",
+           "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
+           "reveal_best_k", "reveal_costly_draft", "shown"]
