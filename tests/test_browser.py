@@ -184,7 +184,7 @@ def test_replay_opens_ready_and_the_keyboard_steps_and_plays(page):
     """Replay shows the first example with every figure drawn; ← / → / Home / End step, Space plays and pauses."""
     pg = page
     pg.reload()
-    pg.wait_for_selector("#run")
+    pg.wait_for_selector("#learn-title")
     pg.get_by_role("tab", name="Replay").click()
     pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
     assert "Loaded example" in pg.inner_text("#replay-note")

@@ -36,13 +36,23 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-def open_page(b: Any, url: str, **context: Any) -> Any:
-    """A new page on ``url`` once the app has drawn its Run button."""
+def open_page(b: Any, url: str, tab: str | None = "Live", **context: Any) -> Any:
+    """A new page on ``url`` once the app is drawn (its first tab, Learn, shows its title), on the tab named
+    ``tab`` (the Live tab by default: then once its Run button shows; None: the tab the URL opens)."""
     pg = b.new_page(viewport=dict(VIEWPORT), **context)
     pg.set_default_timeout(30_000)
     pg.goto(url)
-    pg.wait_for_selector("#run")
+    pg.wait_for_selector("#learn-title", state="attached")
+    if tab is not None:
+        show_tab(pg, tab)
     return pg
+
+
+def show_tab(pg: Any, name: str) -> None:
+    """Open the tab labelled ``name``; for Live, wait until its Run button shows."""
+    pg.get_by_role("tab", name=name, exact=True).click()
+    if name == "Live":
+        pg.wait_for_selector("#run")
 
 
 def set_number(pg: Any, elem_id: str, value: int) -> None:
@@ -89,7 +99,7 @@ def presenter_replay_at(pg: Any, url: str, iteration: int) -> None:
     folded), go to the Replay tab's example and step to ``iteration`` with the keyboard, each step drawn
     before the next key."""
     pg.goto(url + "?presenter=1")
-    pg.wait_for_selector("#run")
+    pg.wait_for_selector("#learn-title")
     pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
     pg.wait_for_function("() => document.querySelector('#presenter input')?.checked === true")
     pg.wait_for_function("() => !document.querySelector('#live-settings .label-wrap').classList.contains('open')")

@@ -10,14 +10,13 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import gradio as gr
-
 from specdec_core import Trace
 
 from ..anatomy import anatomy_figure
 from ..cost_figures import baseline_forwards_figure, forward_cost_figure
 from ..figures import empty_figure, outcomes_figure, race_figure, residual_figure, timeline_figure
 from ..lab_figures import exactness_figure
+from ..messages import page_error
 from ..pairs import OPEN_PROMPTS, PAIR_FEATURE, Pool
 from . import reveal as rv
 from .book import Chapter, Guess, Setting, Step
@@ -50,7 +49,7 @@ def note(*parts: str) -> str:
 def pick(trace: Trace) -> int:
     i = rv.instructive_iteration(trace)
     if i is None:
-        raise gr.Error("The draft proposed nothing in this run; press Run again.")
+        raise page_error("The draft proposed nothing in this run; press Run again.")
     return i
 
 

@@ -4,6 +4,7 @@ what a page's URL asks for (``?tab=learn&chapter=4``; ``tab`` names any of the a
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ def read_query(params: Mapping[str, str], tab_ids: Sequence[str], n_chapters: in
     chapter = None
     raw = params.get("chapter")
     if raw is not None:
-        if raw.isdecimal() and len(raw) <= 4 and 1 <= int(raw) <= n_chapters:
+        if re.fullmatch(r"[0-9]{1,4}", raw) and 1 <= int(raw) <= n_chapters:
             chapter = int(raw)
             tab = tab or "learn"
         else:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import gradio as gr
-
 from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, Trace
 from specdec_core.decoding.baseline import baseline_generate
 from specdec_core.drafters.model import model_drafter
@@ -24,6 +22,7 @@ from specdec_core.teaching.lab import LabResult, LabSettings, run_exactness
 from specdec_core.teaching.sweeps import Candidate, KSweep, Selection, evaluate_drafts, k_sweep
 from specdec_core.teaching.toy import make_toy_pair
 
+from ..messages import page_error
 from ..pairs import Pool
 from ..session import make_config, run_session
 from ..tab_helpers import encode_for_model, get_model, locked
@@ -46,7 +45,7 @@ def trace_run(pool: Pool, pair: str, prompt: str, cfg: SpecConfig, baseline: boo
     for event in run_session(pool, pair, prompt, cfg, chat=True, with_baseline=baseline):
         trace = event.trace or trace
     if trace is None:
-        raise gr.Error("The run produced nothing.")
+        raise page_error("The run produced nothing.")
     return trace
 
 
@@ -73,7 +72,7 @@ BUGS: dict[str, InjectedBugs] = {
 def exactness(bug: str, agreement: float = 0.3, seed: int = 0) -> LabResult:
     """The Exactness lab on the toy ten-word pair: the next token sampled ``LAB_RUNS`` times, with ``bug``."""
     if bug not in BUGS:
-        raise gr.Error(f"unknown bug {bug!r:.80}")
+        raise page_error(f"unknown bug {bug!r:.80}")
     pair = make_toy_pair(agreement)
     ids = pair.tokenizer.encode("the cat")
     settings = LabSettings(n_tokens=1, k=3, temperature=1.0, n_runs=LAB_RUNS, seed=seed)
@@ -81,7 +80,7 @@ def exactness(bug: str, agreement: float = 0.3, seed: int = 0) -> LabResult:
         return run_exactness(pair.target, pair.draft, ids, settings, "toy", pair.tokenizer, BUGS[bug],
                              time_budget_s=LAB_BUDGET_S)
     except (ValueError, RuntimeError) as e:
-        raise gr.Error(str(e)) from e
+        raise page_error(str(e)) from e
 
 
 def compare_two(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
@@ -90,14 +89,14 @@ def compare_two(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
     try:
         trained = model_drafter(shipped_draft_for("feature", lm.model), name="feature")
     except RuntimeError as e:
-        raise gr.Error(f"{SHIPPED['feature']}: {e}") from e
+        raise page_error(f"{SHIPPED['feature']}: {e}") from e
     ids = encode_for_model(lm, prompt, True)
     with locked(lm):
         try:
             return evaluate_drafts(lm.model, lm.tokenizer, [Candidate(NGRAM, NGramDrafter()),
                                                              Candidate(TRAINED, trained)], [prompt], [ids], cfg)
         except ValueError as e:
-            raise gr.Error(str(e)) from e
+            raise page_error(str(e)) from e
 
 
 def sweep_k(pool: Pool, prompt: str, k_max: int, cfg: SpecConfig) -> KSweep:
@@ -108,13 +107,13 @@ def sweep_k(pool: Pool, prompt: str, k_max: int, cfg: SpecConfig) -> KSweep:
         try:
             return k_sweep(lm.model, NGramDrafter(), ids, cfg, list(range(1, k_max + 1)), lm.tokenizer)
         except (ValueError, RuntimeError) as e:
-            raise gr.Error(str(e)) from e
+            raise page_error(str(e)) from e
 
 
 def need(memo: Any, key: str) -> Any:
     """What a reveal needs from its chapter's run, or a gr.Error asking for the run first."""
     if not isinstance(memo, dict) or key not in memo:
-        raise gr.Error("Run this chapter first: the answer comes from the run you make.")
+        raise page_error("Run this chapter first: the answer comes from the run you make.")
     return memo[key]
 
 

@@ -12,7 +12,6 @@ The handlers are module-level functions (the pool passed in) that the tests call
 from __future__ import annotations
 
 import functools
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import gradio as gr
 from ..context import AppContext
 from ..figures import empty_figure
 from ..gpu import gpu_task
+from ..messages import page_error, page_warning
 from ..pairs import Pool
 from . import basics, practice
 from .book import N_PLOTS, Chapter, Step
@@ -49,7 +49,7 @@ body.sd-presenter .sd-learn-reveal { font-size: 22px !important; }
 
 def chapter(number: Any) -> Chapter:
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= N:
-        raise gr.Error(f"There is no chapter {html.escape(repr(number))[:40]}: the chapters are 1 to {N}.")
+        raise page_error(f"There is no chapter {repr(number)[:40]}: the chapters are 1 to {N}.")
     return CHAPTERS[number - 1]
 
 
@@ -79,7 +79,7 @@ def run_chapter(pool: Pool, number: int, setting: Any = None) -> tuple:
 def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any = None) -> tuple:
     """Reveal: (answer, figure 1, figure 2). Needs a guess and the chapter's run."""
     if guess is None or guess == "":
-        raise gr.Error("Make your guess first, then Reveal.")
+        raise page_error("Make your guess first, then Reveal.")
     s = chapter(number).reveal(pool, guess, memo, setting)
     return (s.answer, *_figures(s))
 
@@ -90,7 +90,7 @@ def open_from_url(request: gr.Request, tab_ids: Sequence[str]) -> tuple:
     params = dict(getattr(request, "query_params", None) or {})
     req = read_query(params, tab_ids, N)
     for problem in req.problems:
-        gr.Warning(html.escape(f"Ignored in the link: {problem}."))
+        page_warning(f"Ignored in the link: {problem}.")
     tabs = gr.Tabs(selected=req.tab) if req.tab else gr.skip()
     rest = go_to(req.chapter) if req.chapter else (gr.skip(),) * (2 + N)
     return (tabs, *rest)
@@ -110,7 +110,7 @@ class LearnTab:
 
         def load(request: gr.Request) -> tuple:
             return open_from_url(request, ids)
-        demo.load(load, None, [tabs, self.chapter_list, self.title, *self.blocks], show_progress="hidden", queue=False)
+        demo.load(load, None, [tabs, self.chapter_list, self.title, *self.blocks], show_progress="hidden")
 
 
 def _guess_control(ch: Chapter) -> Any:

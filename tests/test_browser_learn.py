@@ -1,0 +1,116 @@
+"""The Learn tab in a real browser (the session's app, ``app_server``; chromium as in tests/test_browser.py).
+The default run keeps one short check: a chapter link opens its chapter, its run draws a figure, and the
+revealed answer is the one the run's own figure shows; the keyboard steps chapters. The walk through every
+chapter from a fresh page is marked slow (each chapter runs the real models)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components.learn import CHAPTERS
+from tools.browser import VIEWPORT, browser, chromium_missing
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
+
+N = len(CHAPTERS)
+SHOWN = ".learn-chapter:visible"
+PLOT_HAS_DATA = (f"() => [...document.querySelectorAll('.learn-chapter')].filter(c => c.offsetParent !== null)"
+                 ".flatMap(c => [...c.querySelectorAll('.learn-plot .js-plotly-plot')])"
+                 ".some(d => d.data && d.data.length > 0)")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser() as b:
+        yield b
+
+
+def _fresh(chromium, url: str):
+    pg = chromium.new_page(viewport=dict(VIEWPORT))
+    pg.set_default_timeout(30_000)
+    pg.goto(url)
+    pg.wait_for_selector("#learn-title")
+    return pg
+
+
+def _part(pg, cls: str):
+    return pg.locator(f"{SHOWN} .{cls}").first
+
+
+def _title(pg, n: int) -> None:
+    pg.wait_for_function(f"() => document.querySelector('#learn-title').innerText.includes('Chapter {n} / {N}')")
+
+
+def _run(pg, timeout_s: float = 90) -> None:
+    pg.evaluate("() => document.querySelectorAll('.learn-plot .js-plotly-plot').forEach(d => d.dataset.before = 1)")
+    _part(pg, "learn-run").click()
+    pg.wait_for_function(PLOT_HAS_DATA, timeout=timeout_s * 1000)
+    pg.wait_for_function(f"() => [...document.querySelectorAll('{SHOWN} .learn-note')].some(e => e.innerText.trim())",
+                         timeout=timeout_s * 1000)
+
+
+def _guess_and_reveal(pg, n: int, timeout_s: float = 120) -> str:
+    guess = CHAPTERS[n - 1].guess
+    if guess.choices:
+        _part(pg, "learn-guess").locator("label").nth(len(guess.choices) - 1).click()
+    else:
+        box = _part(pg, "learn-guess").locator("input[type=number]")
+        box.fill(str(guess.maximum))
+        box.press("Enter")
+    _part(pg, "learn-reveal").click()
+    pg.wait_for_function(f"() => [...document.querySelectorAll('{SHOWN} .learn-answer')]"
+                         ".some(e => e.innerText.includes('This run'))", timeout=timeout_s * 1000)
+    return _part(pg, "learn-answer").inner_text()
+
+
+def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server):
+    """?tab=learn&chapter=2 opens chapter 2; its run draws the anatomy; the revealed count of kept drafts is
+    the one the anatomy of that run shows; → and ← step the chapters."""
+    pg = _fresh(chromium, app_server.url + "?tab=learn&chapter=2")
+    try:
+        _title(pg, 2)
+        assert pg.locator(SHOWN).count() == 1 and "draft" in _part(pg, "learn-text").inner_text()
+        _run(pg)
+        answer = _guess_and_reveal(pg, 2)
+        kept, n = map(int, re.search(r"This run: (\d+) of (\d+) kept", answer).groups())
+        subtitle = pg.evaluate(f"() => [...document.querySelectorAll('{SHOWN} .learn-plot .js-plotly-plot')]"
+                               ".map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
+        assert f"{kept} of {n} drafts accepted" in subtitle
+        assert "Your guess: 4 of" in answer and "Why:" in answer
+        pg.click("#learn-title")                      # focus outside any field
+        pg.keyboard.press("ArrowRight")
+        _title(pg, 3)
+        pg.keyboard.press("ArrowLeft")
+        _title(pg, 2)
+    finally:
+        pg.close()
+
+
+@pytest.mark.slow
+def test_every_chapter_from_a_fresh_page(chromium, app_server):
+    """From a fresh page (chapter 1), every chapter: its text shows, its run draws a figure with data, a guess
+    and Reveal give an answer from that run; Next leads on; the chapter list and a bad link behave."""
+    pg = _fresh(chromium, app_server.url)
+    try:
+        for n in range(1, N + 1):
+            _title(pg, n)
+            assert len(_part(pg, "learn-text").inner_text().split()) > 40
+            assert _part(pg, "learn-link").inner_text().endswith(f"?tab=learn&chapter={n}")
+            _run(pg)
+            answer = _guess_and_reveal(pg, n)
+            assert "Your guess:" in answer and "Why:" in answer, (n, answer)
+            if n < N:
+                pg.click("#learn-next")
+        pg.click("#learn-next")                       # at the last chapter Next stays there
+        _title(pg, N)
+        pg.locator("#learn-list label").nth(0).click()
+        _title(pg, 1)
+        pg.goto(app_server.url + "?tab=learn&chapter=<b>x</b>")
+        pg.wait_for_selector("#learn-title")
+        pg.wait_for_function("() => document.body.innerText.includes('Ignored in the link')")
+        assert pg.locator("b", has_text="x").count() == 0
+        _title(pg, 1)
+    finally:
+        pg.close()

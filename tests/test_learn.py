@@ -1,0 +1,223 @@
+"""The Learn tab without a browser: the chapters' shape (count, length, guesses), navigation and links, and
+the reveal answers as pure functions of a recorded run (each answer follows the data, never a fixed value).
+The chapters' real runs are walked in the browser (tests/test_browser_learn.py)."""
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from components.cost_figures import baseline_forwards_figure, forward_cost_figure
+from components.learn import CHAPTERS
+from components.learn import reveal as rv
+from components.learn.book import words
+from components.learn.nav import chapter_link, read_query, step, title_html
+from components.learn.runs import BUGS, need
+from components.learn.tab import N, go_step, go_to, open_from_url, reveal_chapter, run_chapter
+from specdec_core import Trace
+
+TABS = ("learn", "live", "replay")
+
+
+def _draft(tok: int, text: str, p: float, q: float, u: float | None, tested: bool = True) -> dict:
+    alpha = min(1.0, p / q)
+    return {"token_id": tok, "text": text, "q": q, "p": p, "alpha": alpha, "u": u if tested else None,
+            "accepted": tested and u is not None and u < alpha, "tested": tested}
+
+
+def _trace(temperature: float = 1.0, same_baseline: bool = True) -> Trace:
+    """Two iterations of K = 3: a rejection at draft 3 (resampled), then a clean sweep (bonus); a baseline."""
+    it0 = {"index": 0, "start_len": 5, "k": 3,
+           "drafts": [_draft(11, " the", 0.9, 0.8, 0.5), _draft(12, " cat", 0.6, 0.5, 0.2),
+                      _draft(13, " sat", 0.1, 0.5, 0.7)],
+           "resampled": {"token_id": 21, "text": " ran", "p": 0.5, "position": 2, "residual_prob": 0.6,
+                         "residual_top": [[21, " ran", 0.6]]},
+           "bonus": None, "emitted": [11, 12, 21], "draft_ms": [2.0, 2.0, 2.0], "verify_ms": 10.0, "other_ms": 1.0,
+           "t_start_ms": 20.0}
+    it1 = {"index": 1, "start_len": 8, "k": 3,
+           "drafts": [_draft(31, " a", 0.7, 0.7, 0.9), _draft(32, " mat", 0.8, 0.4, 0.99), _draft(33, ".", 0.5, 0.6, 0.1)],
+           "resampled": None, "bonus": {"token_id": 34, "text": "\n", "p": 0.4},
+           "emitted": [31, 32, 33, 34], "draft_ms": [2.0, 2.0, 2.0], "verify_ms": 10.0, "other_ms": 1.0,
+           "t_start_ms": 39.0}
+    new = [11, 12, 21, 31, 32, 33, 34]
+    base_ids = new if same_baseline else [11, 12, 22, 31, 32, 33, 34]
+    stats = {"new_tokens": 7, "iterations": 2, "drafted": 6, "accepted": 5, "acceptance_rate": 5 / 6,
+             "mean_tokens_per_iteration": 3.5, "target_forwards": 3, "draft_forwards": 6, "wall_ms": 60.0,
+             "tokens_per_s": 7 / 0.06, "prefill_ms": 20.0}
+    baseline = {"new_token_ids": base_ids, "text": "b", "token_ms": [30.0] + [10.0] * 6, "wall_ms": 90.0,
+                "tokens_per_s": 7 / 0.09, "target_forwards": 7}
+    return Trace.from_dict({
+        "schema": "specdec-trace/1", "config": {"k": 3, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+                                                "max_new_tokens": 7, "seed": 0, "drafter": "model"},
+        "prompt": "p", "prompt_ids": [1, 2, 3, 4, 5], "iterations": [it0, it1], "new_token_ids": new,
+        "text": "the cat ran", "stats": stats, "baseline": baseline, "finish_reason": "length"})
+
+
+# --- the chapters -----------------------------------------------------------------------------------------
+
+def test_eight_to_ten_short_chapters_each_with_a_guess_in_range():
+    assert 8 <= N == len(CHAPTERS) <= 10
+    assert len({c.slug for c in CHAPTERS}) == N
+    for c in CHAPTERS:
+        assert words(c.text) <= 150, c.slug
+        g = c.guess
+        if g.choices:
+            assert g.value in g.choices
+        else:
+            assert g.minimum <= g.value <= g.maximum and g.step > 0
+        if c.setting is not None:
+            assert c.setting.value in [v for _, v in c.setting.choices]
+
+
+def test_chapter_five_offers_every_bug_and_a_control():
+    exact = next(c for c in CHAPTERS if c.slug == "exact")
+    offered = [v for _, v in exact.setting.choices]
+    assert set(offered) == set(BUGS) - {next(iter(BUGS))}      # every switch but "none"
+
+
+# --- navigation and links -----------------------------------------------------------------------------------
+
+def test_steps_stay_within_the_chapters():
+    assert step(1, -1, N) == 1 and step(N, 1, N) == N and step(3, 1, N) == 4
+
+
+def test_go_to_shows_one_chapter_and_its_title():
+    out = go_to(4)
+    assert out[0].value == 4
+    assert f"Chapter 4 / {N}" in out[1] and CHAPTERS[3].title.split(":")[0] in out[1]
+    assert [u.visible for u in out[2:]] == [i == 4 for i in range(1, N + 1)]
+    assert go_step(N, 1)[0].value == N and go_step(None, -1)[0].value == 1
+
+
+def test_title_escapes():
+    assert "<b>" not in title_html(1, 2, "<b>x</b>")
+
+
+@pytest.mark.parametrize("params, tab, chapter", [
+    ({"tab": "learn", "chapter": "4"}, "learn", 4),
+    ({"chapter": "2"}, "learn", 2),
+    ({"tab": "live"}, "live", None),
+    ({}, None, None),
+])
+def test_read_query(params, tab, chapter):
+    req = read_query(params, TABS, N)
+    assert (req.tab, req.chapter, req.problems) == (tab, chapter, ())
+
+
+@pytest.mark.parametrize("params", [{"chapter": "0"}, {"chapter": str(N + 1)}, {"chapter": "-1"}, {"chapter": "2.0"},
+                                    {"chapter": "٣"}, {"chapter": "<img src=x>"}, {"tab": "<b>nope</b>"},
+                                    {"chapter": "9" * 5000}])
+def test_bad_links_are_refused_and_change_nothing(params):
+    req = read_query(params, TABS, N)
+    assert req.chapter is None and req.tab is None and len(req.problems) == 1
+    assert len(req.problems[0]) < 200
+
+
+def test_page_load_opens_the_linked_chapter_and_escapes_a_refusal(monkeypatch):
+    out = open_from_url(SimpleNamespace(query_params={"tab": "learn", "chapter": "3"}), TABS)
+    assert out[0].selected == "learn" and out[1].value == 3
+    shown = []
+    monkeypatch.setattr(gr, "Warning", lambda m, *a, **k: shown.append(m))
+    open_from_url(SimpleNamespace(query_params={"chapter": "<img src=x>"}), TABS)
+    assert shown and "<img" not in shown[0] and "&lt;img" in shown[0]
+    assert chapter_link(4) == "?tab=learn&chapter=4"
+
+
+def test_reveal_needs_a_guess_and_the_run():
+    with pytest.raises(gr.Error, match="guess"):
+        reveal_chapter(None, 1, None, None)
+    with pytest.raises(gr.Error, match="Run this chapter first"):
+        reveal_chapter(None, 1, 2.0, None)
+    with pytest.raises(gr.Error, match="no chapter"):
+        run_chapter(None, N + 1)
+    with pytest.raises(gr.Error):
+        need({"other": 1}, "trace")
+
+
+# --- the answers ---------------------------------------------------------------------------------------------
+
+def test_the_instructive_iteration_is_the_first_rejection():
+    t = _trace()
+    assert rv.instructive_iteration(t) == 0
+    t.iterations[0].resampled = None
+    assert rv.instructive_iteration(t) == 0           # no rejection anywhere: the first with drafts
+    t.iterations[0].drafts = []
+    assert rv.instructive_iteration(t) == 1
+    t.iterations[1].drafts = []
+    assert rv.instructive_iteration(t) is None
+
+
+def test_forward_cost_answer_follows_the_measured_curve():
+    curve = [10.0, 11.0, 12.0, 13.0, 15.0, 17.0, 19.0, 30.0]
+    assert rv.forward_ratio(curve, 8) == pytest.approx(3.0)
+    a = rv.reveal_forward_cost(3.0, curve)
+    assert "3.00 ×" in a and "right" in a
+    b = rv.reveal_forward_cost(3.0, [10.0] * 8)          # a flat curve: another answer
+    assert "1.00 ×" in b and "not this time" in b
+    with pytest.raises(ValueError):
+        rv.forward_ratio(curve[:4], 8)
+
+
+def test_kept_counts_the_accepted_drafts_of_the_iteration():
+    t = _trace()
+    a = rv.reveal_kept(2, t, 0)
+    assert "2 of 3 kept" in a and "right" in a and "“ ran”" in a and "α = min(1, p/q) = 0.20" in a
+    b = rv.reveal_kept(2, t, 1)
+    assert "3 of 3 kept" in b and "bonus" in b and "not this time" in b
+
+
+def test_identical_answer_follows_the_baseline():
+    assert "identical (7 tokens)" in rv.reveal_identical("identical", _trace(0.0))
+    diff = rv.reveal_identical("identical", _trace(1.0, same_baseline=False))
+    assert "This run:</b> different" in diff and "not this time" in diff and "distribution" in diff
+
+
+def test_alpha_answer_is_the_recorded_alpha():
+    a = rv.reveal_alpha(0.9, _trace(), 1)
+    assert "α = 1.000" in a and "not this time" in a and "accepted" not in a.split("This run")[0]
+    assert "right" in rv.reveal_alpha(1.0, _trace(), 1)
+
+
+def test_exact_answer_and_an_inconclusive_verdict_is_not_judged():
+    a = rv.reveal_exact("biased", "<b>bug</b>", "biased", 0.1, 0.01, 1e-9)
+    assert "right" in a and "<b>bug" not in a and "&lt;b&gt;bug" in a
+    assert "not this time" in rv.reveal_exact("stays exact", "x", "biased", 0.1, 0.01, 1e-9)
+    assert "right" not in rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2)
+
+
+def test_speedup_answer_is_the_measured_speedup():
+    t = _trace()
+    s = (7 / 0.06) / (7 / 0.09)
+    a = rv.reveal_speedup(1.5, t, 1.8)
+    assert f"×{s:.2f}" in a and "right" in a and "×1.80" in a
+
+
+def test_draft_and_k_answers_name_the_measured_winner():
+    rows = [("prompt lookup", 1.3, 0.6), ("the trained draft", 0.9, 0.4)]
+    assert "prompt lookup wins" in rv.reveal_draft("the trained draft", rows)
+    assert "the trained draft wins" in rv.reveal_draft("x", rows[::-1])
+    a = rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 11.0)], 8.0, [10.0, 10.0, 11.0, 14.0])
+    assert "best K = 2" in a and "right" in a and "×1.50" in a
+    assert "best K = 3" in rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 13.0)], 8.0, [])
+
+
+def test_costly_draft_answer_uses_the_measured_c():
+    t = _trace()
+    a = rv.reveal_costly_draft("slower", t)
+    assert "faster" in a and "not this time" in a and "c = 0.20" in a
+    slow = copy.deepcopy(t)
+    slow.stats.tokens_per_s = 1.0
+    assert "slower" in rv.reveal_costly_draft("slower", slow).split("Why")[0]
+
+
+# --- the figures the lesson adds ------------------------------------------------------------------------------
+
+def test_forward_cost_figures():
+    fig = forward_cost_figure([10.0, 12.0, 20.0])
+    assert len(fig.data) == 3 and list(fig.data[-1].y) == [10.0, 12.0, 20.0]
+    assert list(fig.data[0].y) == [10.0, 20.0, 30.0]            # n one-token forwards
+    assert len(forward_cost_figure([]).data) == 0
+    assert list(baseline_forwards_figure([30.0, 10.0]).data[0].y) == [30.0, 10.0]
+    assert len(baseline_forwards_figure([]).data) == 0
