@@ -492,7 +492,7 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
                                  marker={"size": 16, "color": pal.ACCEPTED, "line": {"color": "#000", "width": 1.5}},
                                  hovertemplate="K=%{x}: measured ×%{y:.2f}<extra></extra>"), row=1, col=2)
     policy = trace.config.get("k_policy") or ("heuristic" if trace.config.get("adaptive_k") else "fixed")
-    adaptive = "" if policy == "fixed" else f" ({policy} K policy: K is the cap)"
+    adaptive = "" if policy == "fixed" else f" ({html.escape(str(policy), quote=False)} K policy: K is the cap)"
     pred = predict_speedup(trace, flat=flat)
     pred_txt = "" if pred is None else f" · calibrated prediction of this run ×{pred:.2f}"
     _layout(fig, title, subtitle=f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts) · ĉ = {c:.3f} "

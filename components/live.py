@@ -24,6 +24,7 @@ from specdec_core import Trace
 from specdec_core.config import recommended_config
 
 from .context import AppContext
+from .export_html import html_export_button, html_export_file
 from .figures import FIGURE_IDS, instructive_index, race_figure, resolve_index, timeline_figure
 from .gpu import gpu_task
 from .messages import page_error, page_warning
@@ -322,7 +323,9 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
         slow = gr.Checkbox(value=False, label="slow motion (one iteration per playback pace)", elem_id="slow",
                            scale=1)
         download = gr.DownloadButton("Export trace (JSON)", value=None, interactive=False, elem_id="export", scale=1)
+        html_btn = html_export_button()
         link_btn = gr.Button("copy link", elem_id="copy-link", scale=1, size="sm")
+    html_export_file(html_btn, ctx.latest_trace)
     link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace)",
                           visible=False, interactive=False, buttons=["copy"], elem_id="copy-link-url")
     ctx.fold_in_presenter.append(settings)

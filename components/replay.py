@@ -17,6 +17,7 @@ import gradio as gr
 
 from specdec_core import Trace
 
+from .export_html import html_export_button, html_export_file
 from .figures import instructive_index
 from .messages import page_error
 from .viewer import Viewer, build_viewer, render_trace, step_view
@@ -137,8 +138,11 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
     gr.Markdown("Replay a recorded trace — an export from the Live tab or one of the examples — "
                 "with no model loaded. Files are checked before they are shown (JSON, ≤ 5 MB, valid trace).")
     with gr.Row():
-        upload = gr.File(label="upload a trace (.json, at most 5 MB)", file_types=[".json"], type="filepath",
-                         elem_id="replay-upload", scale=2)
+        with gr.Column(scale=2):
+            upload = gr.File(label="upload a trace (.json, at most 5 MB)", file_types=[".json"], type="filepath",
+                             elem_id="replay-upload")
+            html_btn = html_export_button("replay-")
+            html_export_file(html_btn, state, "replay-")
         with gr.Column(scale=3):
             gr.Markdown("**examples** (recorded from the bundled model, each with a same-run baseline)")
             buttons = [(gr.Button(ex.title, elem_id=f"example-{i}", size="sm"), ex.name)

@@ -281,15 +281,20 @@ EXPORT_MAX_AGE_S = 3600
 
 
 def export_trace(trace_dict: dict | None, folder: str | None = None) -> str:
-    """Write the trace as JSON to a new file and return its path (for a DownloadButton). Gradio copies it
-    into its own cache when it is sent, so exports older than an hour are pruned here."""
+    """Write the trace as JSON to a new file and return its path (for a DownloadButton)."""
     if trace_dict is None:
         raise page_error("Nothing to export yet: run a prompt first.")
+    return export_file(json.dumps(trace_dict, ensure_ascii=False, indent=1), ".json", folder)
+
+
+def export_file(text: str, suffix: str, folder: str | None = None) -> str:
+    """Write an export (a trace, a standalone replay) to a new file in the export folder and return its path.
+    Gradio copies it into its own cache when it is sent, so exports older than an hour are pruned here."""
     folder = folder or os.path.join(tempfile.gettempdir(), "specdec-exports")
     os.makedirs(folder, exist_ok=True)
     prune_exports(folder, EXPORT_MAX_AGE_S)          # bounded by age, size and count (components/limits.py)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    fd, path = tempfile.mkstemp(prefix=f"specdec-trace-{stamp}-", suffix=".json", dir=folder)
+    fd, path = tempfile.mkstemp(prefix=f"specdec-trace-{stamp}-", suffix=suffix, dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(trace_dict, f, ensure_ascii=False, indent=1)
+        f.write(text)
     return path
