@@ -65,10 +65,15 @@ def test_live_run_step_export_replay(page, tmp_path):
     # the default pair is the bundled model + its trained draft: real rejections are visible
     assert "trained draft" in pg.input_value("#pair input")
     assert pg.locator("#tokens .sd-stream .sd-rej").count() >= 1
-    assert pg.get_attribute("#tokens .sd-sel", "data-it") == str(n_iter - 1)
-    assert _plot_title(pg, "plot-pq").startswith(f"Iteration {n_iter}:")
+    # the finished run opens on its first rejection
+    first_rejection = pg.evaluate("() => [...document.querySelectorAll('#tokens .sd-stream .sd-it')]"
+                                  ".findIndex(it => it.querySelector('.sd-rej'))")
+    assert pg.get_attribute("#tokens .sd-sel", "data-it") == str(first_rejection)
+    assert _plot_title(pg, "plot-pq").startswith(f"Iteration {first_rejection + 1}:")
 
-    # step back one iteration: the token stream and plot-pq / plot-residual follow
+    # step to the last iteration and back one: the token stream and plot-pq / plot-residual follow
+    pg.click("#last")
+    pg.wait_for_function(f"() => document.querySelector('#tokens .sd-sel')?.dataset.it === '{n_iter - 1}'")
     pg.click("#prev")
     pg.wait_for_function(f"() => document.querySelector('#tokens .sd-sel')?.dataset.it === '{n_iter - 2}'")
     pg.wait_for_function(f"() => (document.querySelector('#plot-pq .js-plotly-plot')?.layout?.title?.text || '')"
@@ -98,6 +103,7 @@ def test_live_run_step_export_replay(page, tmp_path):
     pg.wait_for_selector("#replay-plot-theory .js-plotly-plot")
     assert _plot_traces(pg, "replay-plot-race") == 2
     assert "Loaded example" in pg.inner_text("#replay-note")
+    pg.click("#replay-last")
     pg.click("#replay-next")  # already on the last iteration: stays there, no error
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "specdec-trace/1", "config": {}}', encoding="utf-8")
