@@ -201,3 +201,17 @@ def test_export_refuses_what_it_cannot_replay(tmp_path):
     assert out.visible and out.value["path"].endswith(".html") if isinstance(out.value, dict) else True
     files = list(tmp_path.glob("*.html"))
     assert len(files) == 1 and files[0].read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_every_toast_goes_through_the_escaping_helper():
+    """gr.Error / gr.Warning / gr.Info render their message as HTML: the app builds them only in messages.py."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in [root / "app.py", *sorted((root / "components").rglob("*.py"))]:
+        if path.name == "messages.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\bgr\.(Error|Warning|Info)\(|on_wait=gr\.", line):
+                offenders.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    assert not offenders, "use components/messages.py (page_error, page_warning, page_info):\n" + "\n".join(offenders)

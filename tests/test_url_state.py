@@ -188,3 +188,31 @@ def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundle
 def test_every_pair_key_can_be_linked():
     for key in pair_keys():
         assert parse_live_query({"pair": [key]}, page_defaults()).settings.pair == key
+
+
+def test_random_links_never_crash_and_what_they_set_reads_back():
+    """500 seeded random links (any parameter, any text, repeated keys): parsing never raises; a refused link sets
+    nothing; an accepted one holds settings a run takes and that a copied link reproduces."""
+    import random
+
+    from components.url_state import spec_config
+    rng = random.Random(53)
+    alphabet = "0123456789.-+eE xnaif<>\"'&%;/\\\x00\x1b\u202e\ud800é😀|:"
+    names = [*LIVE_PARAMS, "run", "tab", "chapter", "presenter"]
+    accepted = 0
+    for _ in range(500):
+        params: dict[str, list[str]] = {}
+        for _ in range(rng.randint(1, 5)):
+            value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+            if rng.random() < 0.5:
+                value = rng.choice(["1", "0", "4", "0.5", "0.05", "1.0", "12", PAIR_NGRAM, "fixed", "cost", value])
+            params.setdefault(rng.choice(names), []).append(value)
+        link = parse_live_query(params, page_defaults())
+        if link.problems:
+            assert link.settings is None and not link.run
+            continue
+        if link.settings is not None:
+            accepted += 1
+            spec_config(link.settings)
+            assert parse_live_query(_q(live_query(link.settings)), page_defaults()).settings == link.settings
+    assert accepted >= 20
