@@ -15,10 +15,10 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 N = len(CHAPTERS)
-SHOWN = ".learn-chapter:visible"
-PLOT_HAS_DATA = (f"() => [...document.querySelectorAll('.learn-chapter')].filter(c => c.offsetParent !== null)"
-                 ".flatMap(c => [...c.querySelectorAll('.learn-plot .js-plotly-plot')])"
-                 ".some(d => d.data && d.data.length > 0)")
+SHOWN = ".learn-chapter:visible"              # playwright's selector for the chapter on screen; in the page:
+CHAPTER_JS = "[...document.querySelectorAll('.learn-chapter')].find(c => c.offsetParent !== null)"
+PLOTS_JS = f"[...{CHAPTER_JS}.querySelectorAll('.learn-plot .js-plotly-plot')]"
+PLOT_HAS_DATA = f"() => {PLOTS_JS}.some(d => d.data && d.data.length > 0)"
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +44,9 @@ def _title(pg, n: int) -> None:
 
 
 def _run(pg, timeout_s: float = 90) -> None:
-    pg.evaluate("() => document.querySelectorAll('.learn-plot .js-plotly-plot').forEach(d => d.dataset.before = 1)")
     _part(pg, "learn-run").click()
     pg.wait_for_function(PLOT_HAS_DATA, timeout=timeout_s * 1000)
-    pg.wait_for_function(f"() => [...document.querySelectorAll('{SHOWN} .learn-note')].some(e => e.innerText.trim())",
+    pg.wait_for_function(f"() => {CHAPTER_JS}.querySelector('.learn-note').innerText.trim() !== ''",
                          timeout=timeout_s * 1000)
 
 
@@ -60,8 +59,8 @@ def _guess_and_reveal(pg, n: int, timeout_s: float = 120) -> str:
         box.fill(str(guess.maximum))
         box.press("Enter")
     _part(pg, "learn-reveal").click()
-    pg.wait_for_function(f"() => [...document.querySelectorAll('{SHOWN} .learn-answer')]"
-                         ".some(e => e.innerText.includes('This run'))", timeout=timeout_s * 1000)
+    pg.wait_for_function(f"() => {CHAPTER_JS}.querySelector('.learn-answer').innerText.includes('This run')",
+                         timeout=timeout_s * 1000)
     return _part(pg, "learn-answer").inner_text()
 
 
@@ -75,8 +74,7 @@ def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server
         _run(pg)
         answer = _guess_and_reveal(pg, 2)
         kept, n = map(int, re.search(r"This run: (\d+) of (\d+) kept", answer).groups())
-        subtitle = pg.evaluate(f"() => [...document.querySelectorAll('{SHOWN} .learn-plot .js-plotly-plot')]"
-                               ".map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
+        subtitle = pg.evaluate(f"() => {PLOTS_JS}.map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
         assert f"{kept} of {n} drafts accepted" in subtitle
         assert "Your guess: 4 of" in answer and "Why:" in answer
         pg.click("#learn-title")                      # focus outside any field

@@ -174,10 +174,22 @@ def test_identical_answer_follows_the_baseline():
     assert "This run:</b> different" in diff and "not this time" in diff and "distribution" in diff
 
 
+def test_the_alpha_question_is_a_real_coin_toss_where_the_residual_shows():
+    t = _trace()
+    assert rv.alpha_question(t) == (0, 2)         # q 0.5, p 0.1: α 0.2, in the iteration with the rejection
+    t.iterations[0].resampled = None
+    assert rv.alpha_question(t) == (0, 2)         # no rejection anywhere: still the first coin toss
+    assert rv.alpha_question(t, min_q=0.9) == (0, 0)    # no draft reads well: the instructive iteration's first
+    t.iterations[0].drafts, t.iterations[1].drafts = [], []
+    assert rv.alpha_question(t) is None
+
+
 def test_alpha_answer_is_the_recorded_alpha():
     a = rv.reveal_alpha(0.9, _trace(), 1)
-    assert "α = 1.000" in a and "not this time" in a and "accepted" not in a.split("This run")[0]
+    assert "α = 1.000" in a and "not this time" in a and "draft 1 “ a”" in a
     assert "right" in rv.reveal_alpha(1.0, _trace(), 1)
+    b = rv.reveal_alpha(0.2, _trace(), 0, 2)
+    assert "α = 0.200" in b and "right" in b and "draft 3 “ sat”" in b and "rejected" in b
 
 
 def test_exact_answer_and_an_inconclusive_verdict_is_not_judged():
@@ -197,19 +209,25 @@ def test_speedup_answer_is_the_measured_speedup():
 def test_draft_and_k_answers_name_the_measured_winner():
     rows = [("prompt lookup", 1.3, 0.6), ("the trained draft", 0.9, 0.4)]
     assert "prompt lookup wins" in rv.reveal_draft("the trained draft", rows)
+    assert "neither" not in rv.reveal_draft("x", rows)
     assert "the trained draft wins" in rv.reveal_draft("x", rows[::-1])
+    assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5), ("b", 0.8, 0.1)])
     a = rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 11.0)], 8.0, [10.0, 10.0, 11.0, 14.0])
     assert "best K = 2" in a and "right" in a and "×1.50" in a
     assert "best K = 3" in rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 13.0)], 8.0, [])
 
 
-def test_costly_draft_answer_uses_the_measured_c():
+def test_costly_draft_answer_uses_the_measured_speedup_and_c():
     t = _trace()
     a = rv.reveal_costly_draft("slower", t)
-    assert "faster" in a and "not this time" in a and "c = 0.20" in a
+    assert "(faster)" in a and "not this time" in a and "c = 0.20" in a
     slow = copy.deepcopy(t)
     slow.stats.tokens_per_s = 1.0
-    assert "slower" in rv.reveal_costly_draft("slower", slow).split("Why")[0]
+    assert "(slower)" in rv.reveal_costly_draft("slower", slow) and "right" in rv.reveal_costly_draft("slower", slow)
+    even = copy.deepcopy(t)
+    even.stats.tokens_per_s = even.baseline.tokens_per_s * 1.02
+    b = rv.reveal_costly_draft("slower", even)
+    assert "about even" in b and "right" not in b and "not this time" not in b
 
 
 # --- the figures the lesson adds ------------------------------------------------------------------------------

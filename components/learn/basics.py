@@ -140,15 +140,22 @@ GREEDY = Chapter(
 
 def run_sampling(pool: Pool, setting: Any = None) -> Step:
     trace = trace_run(pool, PAIR_FEATURE, FACTS, config(4, 1.0, 24), baseline=False)
-    i = pick(trace)
+    asked = rv.alpha_question(trace)
+    if asked is None:
+        raise page_error("The draft proposed nothing in this run; press Run again.")
+    i, j = asked
+    d = rv.iteration(trace, i).drafts[j]
     return Step([anatomy_figure(trace, i, stage=2), later("The residual at the rejection")],
-                note(html.escape(run_summary(trace)), f"Shown: iteration {i + 1} up to step ②, q and p of each draft."),
-                memo={"trace": trace, "index": i})
+                note(html.escape(run_summary(trace)),
+                     html.escape(f"Shown: iteration {i + 1} up to step ②, q and p of each draft. The question: "
+                                 f"α for draft {j + 1}, {rv.shown(d.text)}.")),
+                memo={"trace": trace, "index": i, "draft": j})
 
 
 def reveal_sampling(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
-    trace, i = need(memo, "trace"), need(memo, "index")
-    return Step([anatomy_figure(trace, i), residual_figure(trace, i)], answer=rv.reveal_alpha(float(guess), trace, i))
+    trace, i, j = need(memo, "trace"), need(memo, "index"), need(memo, "draft")
+    return Step([anatomy_figure(trace, i), residual_figure(trace, i)],
+                answer=rv.reveal_alpha(float(guess), trace, i, j))
 
 
 SAMPLING = Chapter(
@@ -158,8 +165,8 @@ SAMPLING = Chapter(
     "(q > p) is thinned down to p; one it under-proposes (q ≤ p) always passes. At the first rejection the "
     "replacement is drawn from the **residual norm(max(0, p − q))**: the probability the draft left out.\n\n"
     "**Run** samples 24 tokens at temperature 1 with the trained draft. The anatomy stops at step ②: q and p of "
-    "each draft. Work out α for draft 1, then reveal the test, the emitted tokens and the residual.",
-    Guess("α for draft 1 of this iteration?", 0.5, 0.0, 1.0, 0.01),
+    "each draft. Work out α for the draft the note names, then reveal the test, the emitted tokens and the residual.",
+    Guess("α = min(1, p/q) for the draft named above?", 0.5, 0.0, 1.0, 0.01),
     run_sampling, reveal_sampling)
 
 
@@ -195,7 +202,7 @@ EXACT = Chapter(
     "Reveal runs the sampler again with the bug switched on.",
     Guess("with this bug, the output…", "biased", choices=("stays exact", "biased")),
     run_exact, reveal_exact,
-    Setting("the bug to switch on", tuple((b, b) for b in list(BUGS)[1:]), list(BUGS)[1]))
+    Setting("the bug to switch on", tuple((b, b) for b in list(BUGS)[1:]), list(BUGS)[1], at_reveal=True))
 
 
 CHAPTERS = (FORWARDS, ANATOMY, GREEDY, SAMPLING, EXACT)

@@ -31,10 +31,12 @@ class Guess:
 
 @dataclass(frozen=True)
 class Setting:
-    """A choice the run (or the reveal) takes: (label, value) pairs."""
+    """A choice the run (or, ``at_reveal``, only the reveal) takes: (label, value) pairs. One the reveal takes
+    is placed next to the guess."""
     label: str
     choices: tuple[tuple[str, Any], ...]
     value: Any
+    at_reveal: bool = False
 
 
 @dataclass

@@ -101,7 +101,7 @@ def reveal_k(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
     sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24))
     rows = [(r.k, r.tokens_per_s) for r in sw.runs]
     return Step([ksweep_figure(sw), None],
-                answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, sw.verify_ms or verify_ms))
+                answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, verify_ms))
 
 
 CHOOSE_K = Chapter(

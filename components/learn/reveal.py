@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from specdec_core import Trace
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
-from specdec_core.trace import IterationRecord
+from specdec_core.trace import DraftRecord, IterationRecord
 
 from ..measures import identical_to_baseline, measured_speedup
 
@@ -115,10 +115,26 @@ def reveal_identical(guess: str, trace: Trace) -> str:
 
 # --- chapter 4: α = min(1, p/q) ----------------------------------------------------------------------------
 
-def reveal_alpha(guess: float, trace: Trace, index: int) -> str:
-    d = iteration(trace, index).drafts[0]
+def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] = (0.05, 0.95)) -> tuple[int, int] | None:
+    """(iteration, draft) to ask α about: a tested draft whose q is at least ``min_q`` (its p and q read well
+    at three decimals), the first whose α is within ``toss`` (a real coin toss) in an iteration with a rejection (so the
+    residual can be shown), else in any iteration, else the first such draft, else the first draft of the
+    instructive iteration; None when nothing was drafted."""
+    tested = [(it, j, d) for it in trace.iterations for j, d in enumerate(it.drafts) if d.tested and d.q >= min_q]
+    def tossed(d: DraftRecord) -> bool:
+        return toss[0] <= d.alpha <= toss[1]
+    for ok in (lambda it, d: tossed(d) and it.resampled is not None, lambda it, d: tossed(d), lambda it, d: True):
+        for it, j, d in tested:
+            if ok(it, d):
+                return it.index, j
+    i = instructive_iteration(trace, 1)
+    return None if i is None else (i, 0)
+
+
+def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
+    d = iteration(trace, index).drafts[j]
     verdict = ("accepted" if d.accepted else "rejected") if d.u is not None else "decided without a draw"
-    why = (f"draft 1 {shown(d.text)} has p = {d.p:.3g} and q = {d.q:.3g}, so α = min(1, {d.p:.3g} / {d.q:.3g}) = "
+    why = (f"draft {j + 1} {shown(d.text)} has p = {d.p:.3g} and q = {d.q:.3g}, so α = min(1, {d.p:.3g} / {d.q:.3g}) = "
            f"{d.alpha:.3f}; the draw u = {'–' if d.u is None else f'{d.u:.3f}'}: {verdict}. A rejected draft is "
            "replaced by a draw from norm(max(0, p − q)): the mass the draft under-proposed.")
     return answer_html(f"{guess:.2f}", f"α = {d.alpha:.3f}", why, close(guess, d.alpha, 0.0, 0.05))
@@ -159,6 +175,8 @@ def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float]]) -> str:
         raise ValueError("no draft was run")
     best = rows[0]
     detail = "; ".join(f"{name}: ×{s:.2f}, {a:.0%} of drafts accepted" for name, s, a in rows)
+    if best[1] < 1:
+        detail += " (neither beat the baseline this time)"
     why = (f"{detail}. Prompt lookup copies spans of the prompt: free to draft, but it only proposes where the "
            "answer repeats the prompt; the trained draft guesses open-ended text, at a small cost per draft.")
     return answer_html(guess, f"{best[0]} wins", why, guess == best[0])
@@ -185,20 +203,21 @@ def reveal_best_k(guess: int, rows: Sequence[tuple[int, float]], baseline_tokens
 
 # --- chapter 9: pitfalls -----------------------------------------------------------------------------------
 
-def reveal_costly_draft(guess: str, trace: Trace) -> str:
+def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
+    """Faster or slower than the baseline; within ``even`` of ×1 the run is called even and not judged."""
     s = measured_speedup(trace)
     c = estimate_c(trace)
     if s is None or c is None:
         raise ValueError("the run needs a baseline and at least one iteration with drafts")
-    rate = trace.stats.acceptance_rate
     k = int(trace.config.get("k", 1))
-    faster = s > 1.0
-    why = (f"{rate:.0%} of drafts were accepted, but each draft cost {c:.2f} × a verify forward (c = {c:.2f}): "
-           f"an iteration pays K = {k} draft forwards and one verify to emit at most {k + 1} tokens, so the best "
-           f"case is ×{(k + 1) / (c * k + 1):.2f}; a useful draft costs a small fraction of the target.")
-    return answer_html(guess, f"×{s:.2f} ({'faster' if faster else 'slower'})", why, (guess == "faster") == faster)
+    verdict = "about even" if abs(s - 1) < even else "faster" if s > 1 else "slower"
+    why = (f"{trace.stats.acceptance_rate:.0%} of drafts were accepted, but every draft is a forward of the whole "
+           f"target: c = {c:.2f} (one draft forward ÷ one {k + 1}-token verify). Each iteration pays K = {k} draft "
+           f"forwards and a verify for at most {k + 1} tokens, where the baseline pays {k + 1} one-token forwards; "
+           "a useful draft costs a small fraction of the target.")
+    return answer_html(guess, f"×{s:.2f} ({verdict})", why, None if verdict == "about even" else guess == verdict)
 
 
-__all__ = ["answer_html", "close", "instructive_iteration", "iteration", "forward_ratio", "reveal_forward_cost",
+__all__ = ["answer_html", "close", "instructive_iteration", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
            "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
            "reveal_best_k", "reveal_costly_draft", "shown"]

@@ -121,6 +121,11 @@ def _guess_control(ch: Chapter) -> Any:
                      elem_classes=["learn-guess"])
 
 
+def _setting_control(ch: Chapter) -> gr.Radio:
+    return gr.Radio(list(ch.setting.choices), value=ch.setting.value, label=ch.setting.label,
+                    elem_classes=["learn-setting"])
+
+
 def _plot(ch: Chapter) -> gr.Plot:
     return gr.Plot(empty_figure(ch.title, "Press Run: a real run of the bundled model is drawn here."),
                    show_label=False, elem_classes=["learn-plot"])
@@ -130,12 +135,13 @@ def _block(pool: Pool, number: int, ch: Chapter) -> gr.Column:
     with gr.Column(visible=number == 1, elem_id=f"learn-chapter-{number}", elem_classes=["learn-chapter"]) as col:
         gr.Markdown(ch.text, elem_classes=["learn-text", "sd-learn-text"])
         setting = None
-        if ch.setting is not None:
-            setting = gr.Radio(list(ch.setting.choices), value=ch.setting.value, label=ch.setting.label,
-                               elem_classes=["learn-setting"])
+        if ch.setting is not None and not ch.setting.at_reveal:
+            setting = _setting_control(ch)
         run = gr.Button(ch.run_label, variant="primary", elem_classes=["learn-run"])
         note = gr.HTML("", elem_classes=["learn-note"])
         plots = [_plot(ch)]
+        if ch.setting is not None and ch.setting.at_reveal:
+            setting = _setting_control(ch)
         with gr.Row(equal_height=True):
             guess = _guess_control(ch)
             reveal = gr.Button("Reveal", variant="secondary", elem_classes=["learn-reveal"], scale=0, min_width=140)
