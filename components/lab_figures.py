@@ -182,6 +182,28 @@ def agreement_figure(points: Sequence[AgreementPoint]) -> go.Figure:
     return fig
 
 
+def acceptance_by_temperature_figure(rows: Sequence[tuple[float, int, int, float | None]]) -> go.Figure:
+    """Acceptance (accepted / tested, with a 95% binomial interval) and the mean α of the tested drafts for
+    runs at several temperatures; ``rows``: (temperature, tested, accepted, mean α)."""
+    title = "Acceptance vs. temperature (the same pair and prompt)"
+    if not rows:
+        return empty_figure(title, "Run the pair at a few temperatures to compare their acceptance.")
+    xs = [f"T = {t:g}" for t, *_ in rows]
+    rates = [acc / tested if tested else 0.0 for _, tested, acc, _ in rows]
+    err = [1.96 * math.sqrt(r * (1 - r) / tested) if tested else 0.0 for r, (_, tested, _, _) in zip(rates, rows)]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(name="accepted / tested", x=xs, y=rates, marker_color=pal.ACCEPTED,
+                         error_y={"type": "data", "array": err, "visible": True, "color": "#333"},
+                         hovertext=[f"{x}: {acc} of {tested} tested drafts accepted" for x, (_, tested, acc, _)
+                                    in zip(xs, rows)], hoverinfo="text"))
+    fig.add_trace(go.Scatter(name="mean α = min(1, p/q) of the tested drafts", x=xs, y=[a for *_, a in rows],
+                             mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111"},
+                             hovertemplate="%{x}: mean α %{y:.3f}<extra></extra>"))
+    _style(fig, title, legend="below")
+    fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%")
+    return fig
+
+
 # --- theory explorer -------------------------------------------------------------------------------
 
 def speedup_heatmap(k: int, measured: MeasuredPoint | None = None, n_alpha: int = 51, n_c: int = 51,

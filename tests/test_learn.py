@@ -10,6 +10,7 @@ import gradio as gr
 import pytest
 
 from components.cost_figures import baseline_forwards_figure, forward_cost_figure
+from components.lab_figures import acceptance_by_temperature_figure
 from components.learn import CHAPTERS
 from components.learn import reveal as rv
 from components.learn.book import words
@@ -199,6 +200,17 @@ def test_exact_answer_and_an_inconclusive_verdict_is_not_judged():
     assert "right" not in rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2)
 
 
+def test_temperature_answer_compares_the_hottest_with_the_coolest_run():
+    assert rv.acceptance_row(_trace())[:3] == (1.0, 6, 5)
+    assert rv.trend(0.5, 0.52) == "about the same" and rv.trend(0.5, 0.3) == "lower" and rv.trend(0.3, 0.5) == "higher"
+    rows = [(0.3, 100, 60, 0.6), (0.7, 100, 50, 0.5), (1.0, 50, 20, 0.4)]
+    a = rv.reveal_temperature("lower", rows)
+    assert "right" in a and "40% at T = 1 vs 60% at T = 0.3" in a
+    assert "not this time" in rv.reveal_temperature("about the same", rows)
+    with pytest.raises(ValueError):
+        rv.reveal_temperature("lower", [(0.3, 0, 0, None), (1.0, 10, 5, 0.5)])
+
+
 def test_speedup_answer_is_the_measured_speedup():
     t = _trace()
     s = (7 / 0.06) / (7 / 0.09)
@@ -207,10 +219,10 @@ def test_speedup_answer_is_the_measured_speedup():
 
 
 def test_draft_and_k_answers_name_the_measured_winner():
-    rows = [("prompt lookup", 1.3, 0.6), ("the trained draft", 0.9, 0.4)]
-    assert "prompt lookup wins" in rv.reveal_draft("the trained draft", rows)
+    rows = [("prompt lookup", 1.3, 0.6), ("the feature-reading draft", 0.9, 0.4)]
+    assert "prompt lookup wins" in rv.reveal_draft("the feature-reading draft", rows)
     assert "neither" not in rv.reveal_draft("x", rows)
-    assert "the trained draft wins" in rv.reveal_draft("x", rows[::-1])
+    assert "the feature-reading draft wins" in rv.reveal_draft("x", rows[::-1])
     assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5), ("b", 0.8, 0.1)])
     a = rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 11.0)], 8.0, [10.0, 10.0, 11.0, 14.0])
     assert "best K = 2" in a and "right" in a and "×1.50" in a
@@ -239,3 +251,6 @@ def test_forward_cost_figures():
     assert len(forward_cost_figure([]).data) == 0
     assert list(baseline_forwards_figure([30.0, 10.0]).data[0].y) == [30.0, 10.0]
     assert len(baseline_forwards_figure([]).data) == 0
+    acc = acceptance_by_temperature_figure([(0.3, 10, 5, 0.6), (1.0, 0, 0, None)])
+    assert list(acc.data[0].y) == [0.5, 0.0] and list(acc.data[0].x) == ["T = 0.3", "T = 1"]
+    assert len(acceptance_by_temperature_figure([]).data) == 0

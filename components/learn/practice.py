@@ -1,5 +1,6 @@
-"""Learn, chapters 6–9: practice. When speculation pays (α, c, K and the verify's cost), choosing a draft,
-choosing K, and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
+"""Learn, chapters 6–10: practice. What temperature does to acceptance, when speculation pays (α, c, K and
+the verify's cost), choosing a draft, choosing K, and the pitfalls (a draft as costly as the target; a
+mismatched tokenizer or temperature).
 """
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ from specdec_core.policy.costmodel import predict_speedup
 
 from ..cost_figures import forward_cost_figure
 from ..figures import outcomes_figure, positions_figure, race_figure, theory_figure
-from ..lab_figures import compare_figure, ksweep_figure
+from ..lab_figures import acceptance_by_temperature_figure, compare_figure, ksweep_figure
 from ..pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, Pool
 from . import reveal as rv
 from .basics import later, note, run_summary
 from .book import Chapter, Guess, Step
-from .runs import NGRAM, TRAINED, compare_two, config, forward_costs, need, sweep_k, trace_run
+from .runs import FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, forward_costs, need, sweep_k, trace_run
 
 POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
 CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
 K_MAX = 6
+TEMPERATURES = (0.3, 0.7, 1.0)       # the first is run, the others revealed
 
 
 def alpha_c(trace: Any) -> str:
@@ -30,7 +32,41 @@ def alpha_c(trace: Any) -> str:
                        f"{trace.config.get('k')}.")
 
 
-# --- 6. when it pays ---------------------------------------------------------------------------------------
+# --- 6. temperature and acceptance ------------------------------------------------------------------------
+
+def _temperature_run(pool: Pool, temperature: float) -> Any:
+    return trace_run(pool, PAIR_FEATURE, POEM, config(4, temperature, 32), baseline=False)
+
+
+def run_temperature(pool: Pool, setting: Any = None) -> Step:
+    trace = _temperature_run(pool, TEMPERATURES[0])
+    row = rv.acceptance_row(trace)
+    return Step([positions_figure(trace), later("Acceptance vs. temperature")],
+                note(html.escape(run_summary(trace)),
+                     html.escape(f"At T = {TEMPERATURES[0]:g}: {row[2]} of {row[1]} tested drafts accepted.")),
+                memo={"rows": [row]})
+
+
+def reveal_temperature(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    rows = list(need(memo, "rows")) + [rv.acceptance_row(_temperature_run(pool, t)) for t in TEMPERATURES[1:]]
+    return Step([None, acceptance_by_temperature_figure(rows)], answer=rv.reveal_temperature(str(guess), rows))
+
+
+TEMPERATURE = Chapter(
+    "temperature", "Does temperature change acceptance?",
+    "A rule of thumb says the temperature does not change how often drafts are accepted: both p and q are warmed "
+    "alike. Put it to the test. The engine applies the same temperature (and top-k, top-p) to p and q before the "
+    "test u < min(1, p/q), as exactness requires.\n\n"
+    f"**Run** samples 32 tokens of a poem with the trained draft at T = {TEMPERATURES[0]:g}; the chart shows "
+    f"acceptance at each draft position. Guess: at T = {TEMPERATURES[-1]:g}, is acceptance lower, about the same "
+    f"(within 10 %), or higher? Reveal runs the same prompt at T = "
+    f"{' and '.join(f'{t:g}' for t in TEMPERATURES[1:])}.",
+    Guess(f"at T = {TEMPERATURES[-1]:g} acceptance will be…", "about the same",
+          choices=("lower", "about the same", "higher")),
+    run_temperature, reveal_temperature)
+
+
+# --- 7. when it pays ---------------------------------------------------------------------------------------
 
 def run_pays(pool: Pool, setting: Any = None) -> Step:
     trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, 0.0, 32), baseline=True)
@@ -57,10 +93,10 @@ PAYS = Chapter(
     run_pays, reveal_pays)
 
 
-# --- 7. choosing a draft -----------------------------------------------------------------------------------
+# --- 8. choosing a draft -----------------------------------------------------------------------------------
 
 def run_drafts(pool: Pool, setting: Any = None) -> Step:
-    sel = compare_two(pool, CODE, config(4, 0.0, 32))
+    sel = compare_drafts(pool, CODE, config(4, 0.0, 24))
     rows = "; ".join(f"{r.name}: ×{r.mean_speedup:.2f}" for r in sel.ranking)
     return Step([compare_figure(sel), later("On an open-ended prompt")],
                 note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows})
@@ -68,26 +104,25 @@ def run_drafts(pool: Pool, setting: Any = None) -> Step:
 
 def reveal_drafts(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
     need(memo, "copy")
-    sel = compare_two(pool, POEM, config(4, 0.0, 32))
+    sel = compare_drafts(pool, POEM, config(4, 0.0, 24))
     rows = [(r.name, r.mean_speedup, r.mean_acceptance) for r in sel.ranking]
     return Step([None, compare_figure(sel)], answer=rv.reveal_draft(str(guess), rows))
 
 
 DRAFTS = Chapter(
     "drafts", "Choosing a draft",
-    "No draft fits every job. **Prompt lookup** drafts by copying: it finds the last few tokens earlier in the "
-    "text and proposes what followed them. It costs nothing and is right whenever the answer repeats the prompt. "
-    "The **trained draft** here is a small network that reads the target's features; it costs a little per draft "
-    "and guesses any kind of text.\n\n"
-    "**Run** sets both against the baseline on a copying prompt (rename a variable in a short function). Now "
-    "guess: on an "
-    "open-ended prompt — a short poem — which wins? Reveal runs it. Whatever the draft, it must share the "
+    "No draft fits every job. **Prompt lookup** copies: it finds the last few tokens earlier in the text and "
+    "proposes what followed them; free, and right whenever the answer repeats the prompt. The two **trained "
+    "drafts** are small networks that guess any text at a small cost per draft: the *token-only* one sees the "
+    "tokens, the *feature-reading* one also reads the target's last hidden state.\n\n"
+    "**Run** sets all three against the baseline on a copying prompt (rename a variable in a short function). "
+    "Now guess: on an open-ended prompt — a short poem — which wins? Reveal runs it. Any draft must share the "
     "target's tokenizer, not just its vocabulary size: otherwise its token ids mean other words to the target.",
-    Guess("on the open-ended prompt, which wins?", TRAINED, choices=(NGRAM, TRAINED)),
+    Guess("on the open-ended prompt, which wins?", FEATURE, choices=(NGRAM, TOKEN_ONLY, FEATURE)),
     run_drafts, reveal_drafts)
 
 
-# --- 8. choosing K -----------------------------------------------------------------------------------------
+# --- 9. choosing K -----------------------------------------------------------------------------------------
 
 def run_k(pool: Pool, setting: Any = None) -> Step:
     trace = trace_run(pool, PAIR_NGRAM, CODE, config(4, 0.0, 24), baseline=False)
@@ -117,7 +152,7 @@ CHOOSE_K = Chapter(
     run_k, reveal_k)
 
 
-# --- 9. pitfalls -------------------------------------------------------------------------------------------
+# --- 10. pitfalls -------------------------------------------------------------------------------------------
 
 def run_costly(pool: Pool, setting: Any = None) -> Step:
     trace = trace_run(pool, PAIR_SELF, POEM, config(4, 0.0, 24), baseline=True)
@@ -143,6 +178,6 @@ PITFALLS = Chapter(
     run_costly, reveal_costly)
 
 
-CHAPTERS = (PAYS, DRAFTS, CHOOSE_K, PITFALLS)
+CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, PITFALLS)
 
-__all__ = ["CHAPTERS", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]
+__all__ = ["CHAPTERS", "TEMPERATURE", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]

@@ -53,7 +53,7 @@ def iteration(trace: Trace, index: int) -> IterationRecord:
     return next(it for it in trace.iterations if it.index == index)
 
 
-# --- chapter 1: one token per forward --------------------------------------------------------------------
+# --- one token per forward --------------------------------------------------------------------
 
 def forward_ratio(verify_ms: Sequence[float], n: int) -> float:
     """t(n) / t(1): what one forward over n tokens costs in one-token forwards."""
@@ -71,7 +71,7 @@ def reveal_forward_cost(guess: float, verify_ms: Sequence[float], n: int = 8) ->
     return answer_html(f"{guess:g} ×", f"{r:.2f} ×", why, close(guess, r, 0.25, 0.35))
 
 
-# --- chapter 2: draft, then verify in one forward ---------------------------------------------------------
+# --- draft, then verify in one forward ---------------------------------------------------------
 
 def reveal_kept(guess: int, trace: Trace, index: int) -> str:
     it = iteration(trace, index)
@@ -93,7 +93,7 @@ def reveal_kept(guess: int, trace: Trace, index: int) -> str:
     return answer_html(f"{guess} of {n}", f"{kept} of {n} kept", why, guess == kept)
 
 
-# --- chapter 3: greedy output is the baseline's ----------------------------------------------------------
+# --- greedy output is the baseline's ----------------------------------------------------------
 
 def reveal_identical(guess: str, trace: Trace) -> str:
     same = identical_to_baseline(trace)
@@ -113,7 +113,7 @@ def reveal_identical(guess: str, trace: Trace) -> str:
     return answer_html(guess, measured, why, (guess == "identical") == same)
 
 
-# --- chapter 4: α = min(1, p/q) ----------------------------------------------------------------------------
+# --- α = min(1, p/q) ----------------------------------------------------------------------------
 
 def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] = (0.05, 0.95)) -> tuple[int, int] | None:
     """(iteration, draft) to ask α about: a tested draft whose q is at least ``min_q`` (its p and q read well
@@ -140,7 +140,7 @@ def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
     return answer_html(f"{guess:.2f}", f"α = {d.alpha:.3f}", why, close(guess, d.alpha, 0.0, 0.05))
 
 
-# --- chapter 5: exactness --------------------------------------------------------------------------------
+# --- exactness --------------------------------------------------------------------------------
 
 def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float, p_value: float | None) -> str:
     measured = {"exact": "no bias detected", "biased": "biased", "inconclusive": "inconclusive"}[verdict]
@@ -151,7 +151,42 @@ def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float,
     return answer_html(guess, measured, why, hit)
 
 
-# --- chapter 6: when it pays -------------------------------------------------------------------------------
+# --- temperature and acceptance ---------------------------------------------------------------------------
+
+def acceptance_row(trace: Trace) -> tuple[float, int, int, float | None]:
+    """(temperature, drafts tested, drafts accepted, mean α of the tested drafts) of a run."""
+    tested = sum(d.tested for it in trace.iterations for d in it.drafts)
+    accepted = sum(d.accepted for it in trace.iterations for d in it.drafts)
+    return float(trace.config.get("temperature", 0.0)), tested, accepted, estimate_alpha(trace)
+
+
+def trend(low: float, high: float, same: float = 0.1) -> str:
+    """"lower", "about the same" or "higher": ``high`` against ``low``, within ``same`` (relative) = the same."""
+    if abs(high - low) <= same * max(low, high):
+        return "about the same"
+    return "higher" if high > low else "lower"
+
+
+def reveal_temperature(guess: str, rows: Sequence[tuple[float, int, int, float | None]]) -> str:
+    """``rows`` from ``acceptance_row``, coolest first; the guess is about the hottest against the coolest."""
+    rates = [(t, acc / tested) for t, tested, acc, _ in rows if tested]
+    if len(rates) < 2:
+        raise ValueError("need two runs that tested drafts")
+    (t0, r0), (t1, r1) = rates[0], rates[-1]
+    measured = trend(r0, r1)
+    listed = ", ".join(f"{r:.0%} at T = {t:g}" for t, r in rates)
+    n = min(tested for _, tested, _, _ in rows if tested)
+    noise = 1.96 * (0.25 / n) ** 0.5
+    why = (f"acceptance was {listed}; with {n} or more drafts tested per run, differences up to about "
+           f"±{noise:.0%} are chance (the bars' 95 % intervals). Temperature reshapes p and q alike, but not equally: cooled, both pile onto "
+           "their top token, so α is near 1 where they agree on it and near 0 where they do not; warmed, both spread "
+           "out and α = min(1, p/q) is decided by the tails too. Acceptance is a property of the pair and the "
+           "settings, not of the pair alone.")
+    return answer_html(guess, f"{measured} ({r1:.0%} at T = {t1:g} vs {r0:.0%} at T = {t0:g})", why,
+                       guess == measured)
+
+
+# --- when it pays -------------------------------------------------------------------------------
 
 def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) -> str:
     s = measured_speedup(trace)
@@ -167,7 +202,7 @@ def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) ->
     return answer_html(f"×{guess:.2f}", f"×{s:.2f}", why, close(guess, s, 0.15, 0.1))
 
 
-# --- chapter 7: choosing a draft ---------------------------------------------------------------------------
+# --- choosing a draft ---------------------------------------------------------------------------
 
 def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float]]) -> str:
     """``rows``: (draft, speedup, acceptance) for each draft run, best first."""
@@ -176,13 +211,13 @@ def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float]]) -> str:
     best = rows[0]
     detail = "; ".join(f"{name}: ×{s:.2f}, {a:.0%} of drafts accepted" for name, s, a in rows)
     if best[1] < 1:
-        detail += " (neither beat the baseline this time)"
+        detail += f" ({'neither' if len(rows) == 2 else 'none'} beat the baseline this time)"
     why = (f"{detail}. Prompt lookup copies spans of the prompt: free to draft, but it only proposes where the "
-           "answer repeats the prompt; the trained draft guesses open-ended text, at a small cost per draft.")
+           "answer repeats the prompt; a trained draft guesses open-ended text, at a small cost per draft.")
     return answer_html(guess, f"{best[0]} wins", why, guess == best[0])
 
 
-# --- chapter 8: choosing K ---------------------------------------------------------------------------------
+# --- choosing K ---------------------------------------------------------------------------------
 
 def reveal_best_k(guess: int, rows: Sequence[tuple[int, float]], baseline_tokens_per_s: float,
                   verify_ms: Sequence[float]) -> str:
@@ -201,7 +236,7 @@ def reveal_best_k(guess: int, rows: Sequence[tuple[int, float]], baseline_tokens
     return answer_html(f"K = {guess}", f"best K = {best_k}", why, abs(guess - best_k) <= 1)
 
 
-# --- chapter 9: pitfalls -----------------------------------------------------------------------------------
+# --- pitfalls -----------------------------------------------------------------------------------
 
 def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
     """Faster or slower than the baseline; within ``even`` of ×1 the run is called even and not judged."""
@@ -218,6 +253,6 @@ def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
     return answer_html(guess, f"×{s:.2f} ({verdict})", why, None if verdict == "about even" else guess == verdict)
 
 
-__all__ = ["answer_html", "close", "instructive_iteration", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
+__all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "instructive_iteration", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
            "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
            "reveal_best_k", "reveal_costly_draft", "shown"]

@@ -5,7 +5,7 @@
   (its pair, run limits and fair wait for the models);
 - ``forward_costs``: the baseline's forwards and the verify curve, with the model held like the teaching tabs do;
 - ``exactness``: the Exactness lab's experiment on the toy pair (thousands of runs in seconds);
-- ``compare_two``: prompt lookup against the trained draft, as the Draft comparison tab runs them;
+- ``compare_drafts``: prompt lookup and the two trained drafts, as the Draft comparison tab runs them;
 - ``sweep_k``: the K sweep tab's sweep.
 Every refusal or failure is a ``gr.Error`` with a message for the page.
 """
@@ -31,7 +31,8 @@ MAX_NEW = 32                 # no chapter generates more
 LAB_RUNS = 2000              # toy exactness runs: ≈ 1–3 ms each here
 LAB_BUDGET_S = 20.0
 NGRAM = "prompt lookup"
-TRAINED = "the trained draft"
+TOKEN_ONLY = "the token-only draft"
+FEATURE = "the feature-reading draft"
 
 
 def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0) -> SpecConfig:
@@ -83,18 +84,20 @@ def exactness(bug: str, agreement: float = 0.3, seed: int = 0) -> LabResult:
         raise page_error(str(e)) from e
 
 
-def compare_two(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
-    """Prompt lookup and the trained feature-reading draft on ``prompt``, each against the same baseline."""
+def compare_drafts(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
+    """Prompt lookup and the two trained drafts (token-only, feature-reading) on ``prompt``, each against the
+    same baseline."""
     lm = get_model(pool, "bundled")
-    try:
-        trained = model_drafter(shipped_draft_for("feature", lm.model), name="feature")
-    except RuntimeError as e:
-        raise page_error(f"{SHIPPED['feature']}: {e}") from e
+    cands = [Candidate(NGRAM, NGramDrafter())]
+    for key, name in (("trained", TOKEN_ONLY), ("feature", FEATURE)):
+        try:
+            cands.append(Candidate(name, model_drafter(shipped_draft_for(key, lm.model), name=key)))
+        except RuntimeError as e:
+            raise page_error(f"{SHIPPED[key]}: {e}") from e
     ids = encode_for_model(lm, prompt, True)
     with locked(lm):
         try:
-            return evaluate_drafts(lm.model, lm.tokenizer, [Candidate(NGRAM, NGramDrafter()),
-                                                             Candidate(TRAINED, trained)], [prompt], [ids], cfg)
+            return evaluate_drafts(lm.model, lm.tokenizer, cands, [prompt], [ids], cfg)
         except ValueError as e:
             raise page_error(str(e)) from e
 
@@ -117,5 +120,5 @@ def need(memo: Any, key: str) -> Any:
     return memo[key]
 
 
-__all__ = ["MAX_NEW", "BUGS", "NGRAM", "TRAINED", "config", "trace_run", "forward_costs", "exactness",
-           "compare_two", "sweep_k", "need"]
+__all__ = ["MAX_NEW", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "exactness",
+           "compare_drafts", "sweep_k", "need"]
