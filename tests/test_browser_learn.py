@@ -9,16 +9,13 @@ import re
 import pytest
 
 from components.learn import CHAPTERS
-from tools.browser import VIEWPORT, browser, chromium_missing
+from tools.browser import (LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing, learn_part, learn_reveal,
+                           learn_run)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 N = len(CHAPTERS)
-SHOWN = ".learn-chapter:visible"              # playwright's selector for the chapter on screen; in the page:
-CHAPTER_JS = "[...document.querySelectorAll('.learn-chapter')].find(c => c.offsetParent !== null)"
-PLOTS_JS = f"[...{CHAPTER_JS}.querySelectorAll('.learn-plot .js-plotly-plot')]"
-PLOT_HAS_DATA = f"() => {PLOTS_JS}.some(d => d.data && d.data.length > 0)"
 
 
 @pytest.fixture(scope="module")
@@ -35,33 +32,20 @@ def _fresh(chromium, url: str):
     return pg
 
 
-def _part(pg, cls: str):
-    return pg.locator(f"{SHOWN} .{cls}").first
-
-
 def _title(pg, n: int) -> None:
     pg.wait_for_function(f"() => document.querySelector('#learn-title').innerText.includes('Chapter {n} / {N}')")
 
 
-def _run(pg, timeout_s: float = 90) -> None:
-    _part(pg, "learn-run").click()
-    pg.wait_for_function(PLOT_HAS_DATA, timeout=timeout_s * 1000)
-    pg.wait_for_function(f"() => {CHAPTER_JS}.querySelector('.learn-note').innerText.trim() !== ''",
-                         timeout=timeout_s * 1000)
-
-
-def _guess_and_reveal(pg, n: int, timeout_s: float = 120) -> str:
+def _guess_and_reveal(pg, n: int) -> str:
+    """Set chapter ``n``'s guess to its last choice (or the slider's maximum), then Reveal."""
     guess = CHAPTERS[n - 1].guess
     if guess.choices:
-        _part(pg, "learn-guess").locator("label").nth(len(guess.choices) - 1).click()
+        learn_part(pg, "learn-guess").locator("label").nth(len(guess.choices) - 1).click()
     else:
-        box = _part(pg, "learn-guess").locator("input[type=number]")
+        box = learn_part(pg, "learn-guess").locator("input[type=number]")
         box.fill(str(guess.maximum))
         box.press("Enter")
-    _part(pg, "learn-reveal").click()
-    pg.wait_for_function(f"() => {CHAPTER_JS}.querySelector('.learn-answer').innerText.includes('This run')",
-                         timeout=timeout_s * 1000)
-    return _part(pg, "learn-answer").inner_text()
+    return learn_reveal(pg)
 
 
 def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server):
@@ -70,11 +54,11 @@ def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server
     pg = _fresh(chromium, app_server.url + "?tab=learn&chapter=2")
     try:
         _title(pg, 2)
-        assert pg.locator(SHOWN).count() == 1 and "draft" in _part(pg, "learn-text").inner_text()
-        _run(pg)
+        assert pg.locator(LEARN_SHOWN).count() == 1 and "draft" in learn_part(pg, "learn-text").inner_text()
+        learn_run(pg)
         answer = _guess_and_reveal(pg, 2)
         kept, n = map(int, re.search(r"This run: (\d+) of (\d+) kept", answer).groups())
-        subtitle = pg.evaluate(f"() => {PLOTS_JS}.map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
+        subtitle = pg.evaluate(f"() => {LEARN_PLOTS_JS}.map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
         assert f"{kept} of {n} drafts accepted" in subtitle
         assert "Your guess: 4 of" in answer and "Why:" in answer
         pg.click("#learn-title")                      # focus outside any field
@@ -94,9 +78,9 @@ def test_every_chapter_from_a_fresh_page(chromium, app_server):
     try:
         for n in range(1, N + 1):
             _title(pg, n)
-            assert len(_part(pg, "learn-text").inner_text().split()) > 40
-            assert _part(pg, "learn-link").inner_text().endswith(f"?tab=learn&chapter={n}")
-            _run(pg)
+            assert len(learn_part(pg, "learn-text").inner_text().split()) > 40
+            assert learn_part(pg, "learn-link").inner_text().endswith(f"?tab=learn&chapter={n}")
+            learn_run(pg)
             answer = _guess_and_reveal(pg, n)
             assert "Your guess:" in answer and "Why:" in answer, (n, answer)
             if n < N:

@@ -1,6 +1,7 @@
 """The headless-browser set-up shared by the browser tests and ``tools.screenshots``: Debian's chromium
 (``/usr/bin/chromium``, from apt, see ``scripts/install-chromium.sh``) driven through the PyPI ``playwright``
-package, never ``playwright install``; and the Live run as a viewer starts it (click Run, wait for Done)."""
+package, never ``playwright install``; the Live run as a viewer starts it (click Run, wait for Done); and a
+Learn chapter's run and reveal."""
 from __future__ import annotations
 
 import os
@@ -120,3 +121,30 @@ def wait_for_anatomy(pg: Any, iteration: int) -> None:
     N — step …", or just "Anatomy of iteration N" for one that drafted nothing."""
     pg.wait_for_function(f"() => /^Anatomy of iteration {iteration}( —|$)/.test("
                          "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')")
+
+
+# The Learn tab: the chapter on screen (playwright's selector, and the same in the page's JavaScript).
+LEARN_SHOWN = ".learn-chapter:visible"
+LEARN_CHAPTER_JS = "[...document.querySelectorAll('.learn-chapter')].find(c => c.offsetParent !== null)"
+LEARN_PLOTS_JS = f"[...{LEARN_CHAPTER_JS}.querySelectorAll('.learn-plot .js-plotly-plot')]"
+
+
+def learn_part(pg: Any, cls: str) -> Any:
+    """The element of class ``cls`` (learn-run, learn-guess, learn-answer, …) in the chapter on screen."""
+    return pg.locator(f"{LEARN_SHOWN} .{cls}").first
+
+
+def learn_run(pg: Any, timeout_s: float = 90) -> None:
+    """Press the chapter's Run; wait until one of its figures holds data and its note is written."""
+    learn_part(pg, "learn-run").click()
+    pg.wait_for_function(f"() => {LEARN_PLOTS_JS}.some(d => d.data && d.data.length > 0)", timeout=timeout_s * 1000)
+    pg.wait_for_function(f"() => {LEARN_CHAPTER_JS}.querySelector('.learn-note').innerText.trim() !== ''",
+                         timeout=timeout_s * 1000)
+
+
+def learn_reveal(pg: Any, timeout_s: float = 120) -> str:
+    """Press the chapter's Reveal (with the guess as set); the answer once it shows."""
+    learn_part(pg, "learn-reveal").click()
+    pg.wait_for_function(f"() => {LEARN_CHAPTER_JS}.querySelector('.learn-answer').innerText.includes('This run')",
+                         timeout=timeout_s * 1000)
+    return learn_part(pg, "learn-answer").inner_text()

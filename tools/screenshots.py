@@ -2,9 +2,10 @@
 headless chromium (the browser tests' set-up, ``tools/browser.py``) and save
 
 - ``docs/screenshot.png``: the Live tab after a greedy run of the default pair (full page);
-- ``docs/presenter.png``: the Replay tab in presenter mode at iteration 4 (1400 × 1560 px).
+- ``docs/presenter.png``: the Replay tab in presenter mode at iteration 4 (1400 × 1560 px);
+- ``docs/learn.png``: the Learn tab's chapter 2 after its run and Reveal (full page).
 
-    make screenshots          # or: python -m tools.screenshots [--out docs]
+    make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn]
 
 The tests never write these files; this command is the one way they change.
 """
@@ -13,40 +14,69 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from tools.browser import VIEWPORT, browser, chromium_missing, open_page, presenter_replay_at, run_live
+from tools.browser import (VIEWPORT, browser, chromium_missing, learn_reveal, learn_run, open_page, presenter_replay_at,
+                           run_live)
 from tools.loadtest import ROOT, start_app
 
 LIVE_PROMPT = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs sleep on the warm red mat."
 LIVE_MAX_NEW = 40
 PRESENTER_SIZE = {"width": 1400, "height": 1560}
+LEARN_CHAPTER = 2
 
 
-def take(url: str, out: Path) -> list[Path]:
-    """Both pictures of the app at ``url``, written into ``out``; returns their paths."""
-    live, presenter = out / "screenshot.png", out / "presenter.png"
+def _live(b: Any, url: str, path: Path) -> None:
+    pg = open_page(b, url)
+    run_live(pg, LIVE_PROMPT, LIVE_MAX_NEW)
+    pg.wait_for_selector("#tokens .sd-sel")
+    pg.screenshot(path=str(path), full_page=True)
+    pg.close()
+
+
+def _presenter(b: Any, url: str, path: Path) -> None:
+    context = b.new_context(viewport=dict(VIEWPORT))
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    presenter_replay_at(pg, url, iteration=4)
+    pg.set_viewport_size(PRESENTER_SIZE)
+    pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
+    time.sleep(1.0)                            # let the figures finish their resize
+    pg.screenshot(path=str(path), full_page=False)
+    context.close()
+
+
+def _learn(b: Any, url: str, path: Path) -> None:
+    pg = open_page(b, f"{url}?tab=learn&chapter={LEARN_CHAPTER}", tab=None)
+    learn_run(pg)
+    learn_reveal(pg)
+    time.sleep(1.0)                            # let the revealed figure finish drawing
+    pg.screenshot(path=str(path), full_page=True)
+    pg.close()
+
+
+PICTURES = {"live": ("screenshot.png", _live), "presenter": ("presenter.png", _presenter),
+            "learn": ("learn.png", _learn)}
+
+
+def take(url: str, out: Path, only: Sequence[str] = tuple(PICTURES)) -> list[Path]:
+    """The pictures named in ``only`` (all by default) of the app at ``url``, written into ``out``; their paths."""
+    paths = []
     with browser() as b:
-        pg = open_page(b, url)
-        run_live(pg, LIVE_PROMPT, LIVE_MAX_NEW)
-        pg.wait_for_selector("#tokens .sd-sel")
-        pg.screenshot(path=str(live), full_page=True)
-        pg.close()
-        context = b.new_context(viewport=dict(VIEWPORT))
-        pg = context.new_page()
-        pg.set_default_timeout(30_000)
-        presenter_replay_at(pg, url, iteration=4)
-        pg.set_viewport_size(PRESENTER_SIZE)
-        pg.evaluate("() => document.querySelector('#replay-note').scrollIntoView()")
-        time.sleep(1.0)                            # let the figures finish their resize
-        pg.screenshot(path=str(presenter), full_page=False)
-        context.close()
-    return [live, presenter]
+        for name in only:
+            file, draw = PICTURES[name]
+            draw(b, url, out / file)
+            paths.append(out / file)
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs"), help="folder to write the PNG files into (default docs/)")
+    ap.add_argument("--only", nargs="+", choices=list(PICTURES), default=list(PICTURES),
+                    help="refresh only these pictures (default: all)")
     args = ap.parse_args(argv)
     missing = chromium_missing()
     if missing:
@@ -55,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with start_app({"HF_HUB_OFFLINE": "1"}) as app:
-        for path in take(app.url, out):
+        for path in take(app.url, out, args.only):
             print(f"wrote {path}")
     return 0
 

@@ -101,7 +101,8 @@ ANATOMY = Chapter(
     "checks all K in **one** forward pass over them, which gives **p** at every position at once: one target "
     "forward can now yield several tokens.\n\n"
     "**Run** writes 24 tokens with the trained draft (K = 4, greedy). The timeline shows, per iteration, K short "
-    "draft forwards and one verify forward. The anatomy stops at step ①: the drafts and their q. The target keeps "
+    "draft forwards and one verify forward. The anatomy stops at step ①: the drafts (greedy: each is the draft's "
+    "top choice, so q = 1). The target keeps "
     "drafts from the left while they pass its test and stops at the first that fails; the same forward then "
     "supplies the next token. How many of these drafts will it keep?",
     Guess("how many of these drafts will the target keep?", 2, 0, 4, 1),
