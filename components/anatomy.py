@@ -23,7 +23,7 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from . import palette as pal
-from .figures import _layout, empty_figure, no_drafts_message, plot_text, resolve_index
+from .figures import _layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
 N_STAGES = len(STAGES)
@@ -96,7 +96,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     title = f"Anatomy of iteration {i + 1}"
     if not it.drafts:
         return empty_figure(title, no_drafts_message(trace, it), HEIGHT)
-    greedy = trace.config.get("temperature", 0) == 0
+    greedy = is_greedy(trace)
     n = len(it.drafts)
     header, final, final_color = _final_text(it, greedy)
     cols = [f"{j + 1}" for j in range(n)] + ([f"+1 {header}"] if header else [])
@@ -139,7 +139,8 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         shapes.append({"type": "rect", "x0": -0.5, "x1": n - 0.5, "y0": rows[1] - 0.48, "y1": rows[1] + 0.48,
                        "line": {"color": pal.TARGET, "width": 3}, "fillcolor": "rgba(0,0,0,0)"})
     accepted = sum(d.accepted for d in it.drafts)
-    ends = ("the target's choice (argmax p)" if greedy else "a resampled token") if it.resampled is not None else "a bonus token" if it.bonus is not None else "no extra token"
+    ends = ("no extra token" if it.resampled is None and it.bonus is None else "a bonus token" if it.bonus is not None
+            else "the target's choice (argmax p)" if greedy else "a resampled token")
     m = len(it.emitted)
     subtitle = (f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {m} token{'s' if m != 1 else ''} from ONE "
                 f"target forward ({it.verify_ms:.0f} ms)")

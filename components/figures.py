@@ -373,8 +373,7 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
     if rejected is not None:
         texts[rejected.token_id] = rejected.text
         order.append(rejected.token_id)
-    order += [row[0] for row in rs.q_top if row[0] not in order]
-    order = _unique_ids(order)[:top]
+    order = (order + [row[0] for row in rs.q_top if row[0] not in order])[:top]   # the rejected draft ≠ argmax p
     labels = _unique([plot_text(texts.get(t, "") or str(t)) for t in order], order)
     p_vals = [1.0 if t == rs.token_id else 0.0 for t in order]
     fig = go.Figure()
@@ -397,10 +396,6 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
             barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="probability (greedy)", range=[0, 1.15])
     return fig
-
-
-def _unique_ids(ids: list[int]) -> list[int]:
-    return list(dict.fromkeys(ids))
 
 
 def _unique(labels: list[str], ids: list[int]) -> list[str]:
