@@ -379,9 +379,9 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
     fig = go.Figure()
     for name, ys, color in (("p (target), one-hot at its argmax", p_vals, pal.TARGET),
                             ("q (draft)", [q_map.get(t) for t in order], pal.DRAFT)):
-        fig.add_trace(go.Bar(name=name, x=labels, y=ys, marker_color=color, hoverinfo="text",
-                             hovertext=[f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = "
-                                        + ("–" if y is None else f"{y:.4f}") for t, y in zip(order, ys, strict=True)]))
+        hover = [f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = " + ("–" if y is None else f"{y:.4f}")
+                 for t, y in zip(order, ys, strict=True)]
+        fig.add_trace(go.Bar(name=name, x=labels, y=ys, marker_color=color, hovertext=hover, hoverinfo="text"))
     fig.add_annotation(x=labels[0], y=1.0, yshift=10, text="the target's choice", showarrow=True, arrowhead=2,
                        ay=-30, font={"size": 14, "color": "#000"})
     note = ""

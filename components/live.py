@@ -353,5 +353,5 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     return viewer
 
 
-__all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer", "page_defaults",
-           "copy_link", "settings_from_url"]
+__all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer",
+           "page_defaults", "copy_link", "settings_from_url"]

@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import gradio as gr
-
 from specdec_core import MAX_K, SpecConfig, Trace, encode_prompt, stream_baseline, stream_speculative
 from specdec_core.config import K_POLICIES
 

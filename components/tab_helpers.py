@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import gradio as gr
-
 from specdec_core import LoadedModel, SpecConfig, encode_prompt
 
 from .messages import page_error
