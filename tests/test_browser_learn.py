@@ -9,8 +9,8 @@ import re
 import pytest
 
 from components.learn import CHAPTERS
-from tools.browser import (LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing, learn_part, learn_reveal,
-                           learn_run)
+from tools.browser import (LEARN_CHAPTER_JS, LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing,
+                           learn_part, learn_reveal, learn_run)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -33,7 +33,7 @@ def _fresh(chromium, url: str):
 
 
 def _title(pg, n: int) -> None:
-    pg.wait_for_function(f"() => document.querySelector('#learn-title').innerText.includes('Chapter {n} / {N}')")
+    pg.wait_for_function(f"() => document.querySelector('#learn-title')?.innerText.includes('Chapter {n} / {N}')")
 
 
 def _guess_and_reveal(pg, n: int) -> str:
@@ -73,7 +73,7 @@ def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server
 @pytest.mark.slow
 def test_every_chapter_from_a_fresh_page(chromium, app_server):
     """From a fresh page (chapter 1), every chapter: its text shows, its run draws a figure with data, a guess
-    and Reveal give an answer from that run; Next leads on; the chapter list and a bad link behave."""
+    and Reveal give an answer from that run; Next leads on; the chapter list, a bad link and presenter mode."""
     pg = _fresh(chromium, app_server.url)
     try:
         for n in range(1, N + 1):
@@ -94,5 +94,10 @@ def test_every_chapter_from_a_fresh_page(chromium, app_server):
         pg.wait_for_function("() => document.body.innerText.includes('Ignored in the link')")
         assert pg.locator("b", has_text="x").count() == 0
         _title(pg, 1)
+        pg.goto(app_server.url + "?presenter=1&tab=learn&chapter=3")     # presenter mode: lesson text enlarged
+        _title(pg, 3)
+        pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
+        px = pg.evaluate(f"() => parseFloat(getComputedStyle(({LEARN_CHAPTER_JS}).querySelector('.learn-text p')).fontSize)")
+        assert px >= 22, px
     finally:
         pg.close()

@@ -126,6 +126,23 @@ def test_page_load_opens_the_linked_chapter_and_escapes_a_refusal(monkeypatch):
     assert chapter_link(4) == "?tab=learn&chapter=4"
 
 
+@pytest.mark.parametrize("number, guess, setting", [
+    (1, 9.5, None), (1, float("nan"), None), (1, "3", None), (1, True, None),      # the slider's range, numbers only
+    (3, "maybe", 0.0),                                                                # not one of the choices
+])
+def test_a_guess_off_the_control_is_refused(number, guess, setting):
+    with pytest.raises(gr.Error, match="guess must be"):
+        reveal_chapter(None, number, guess, {"verify_ms": [1.0] * 16}, setting)
+
+
+@pytest.mark.parametrize("number, setting", [(3, 0.5), (3, "<img src=x>"), (5, "no such bug")])
+def test_a_setting_off_the_control_is_refused_and_escaped(number, setting):
+    with pytest.raises(gr.Error) as e:
+        (run_chapter(None, number, setting) if number == 3 else
+         reveal_chapter(None, number, "biased", {"checked": True}, setting))
+    assert "must be one of" in str(e.value) and "<img" not in str(e.value)
+
+
 def test_reveal_needs_a_guess_and_the_run():
     with pytest.raises(gr.Error, match="guess"):
         reveal_chapter(None, 1, None, None)

@@ -126,7 +126,7 @@ def wait_for_anatomy(pg: Any, iteration: int) -> None:
 # The Learn tab: the chapter on screen (playwright's selector, and the same in the page's JavaScript).
 LEARN_SHOWN = ".learn-chapter:visible"
 LEARN_CHAPTER_JS = "[...document.querySelectorAll('.learn-chapter')].find(c => c.offsetParent !== null)"
-LEARN_PLOTS_JS = f"[...{LEARN_CHAPTER_JS}.querySelectorAll('.learn-plot .js-plotly-plot')]"
+LEARN_PLOTS_JS = f"[...({LEARN_CHAPTER_JS})?.querySelectorAll('.learn-plot .js-plotly-plot') ?? []]"
 
 
 def learn_part(pg: Any, cls: str) -> Any:
@@ -138,13 +138,13 @@ def learn_run(pg: Any, timeout_s: float = 90) -> None:
     """Press the chapter's Run; wait until one of its figures holds data and its note is written."""
     learn_part(pg, "learn-run").click()
     pg.wait_for_function(f"() => {LEARN_PLOTS_JS}.some(d => d.data && d.data.length > 0)", timeout=timeout_s * 1000)
-    pg.wait_for_function(f"() => {LEARN_CHAPTER_JS}.querySelector('.learn-note').innerText.trim() !== ''",
+    pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-note')?.innerText.trim()",
                          timeout=timeout_s * 1000)
 
 
 def learn_reveal(pg: Any, timeout_s: float = 120) -> str:
     """Press the chapter's Reveal (with the guess as set); the answer once it shows."""
     learn_part(pg, "learn-reveal").click()
-    pg.wait_for_function(f"() => {LEARN_CHAPTER_JS}.querySelector('.learn-answer').innerText.includes('This run')",
+    pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-answer')?.innerText.includes('This run')",
                          timeout=timeout_s * 1000)
     return learn_part(pg, "learn-answer").inner_text()

@@ -9,6 +9,7 @@ A figure slot left ``None`` in a Step keeps what it showed.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,18 @@ class Guess:
     step: float = 1.0
     choices: tuple[str, ...] = ()
 
+    def check(self, value: Any) -> Any:
+        """The guess as given, if it is one of the choices or a number on the slider; else ValueError."""
+        if self.choices:
+            if value not in self.choices:
+                raise ValueError(f"the guess must be one of {', '.join(self.choices)}, got {str(value)[:40]!r}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not self.minimum <= value <= self.maximum:
+            raise ValueError(f"the guess must be a number from {self.minimum:g} to {self.maximum:g}, "
+                             f"got {str(value)[:40]!r}")
+        return value
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -37,6 +50,12 @@ class Setting:
     choices: tuple[tuple[str, Any], ...]
     value: Any
     at_reveal: bool = False
+
+    def check(self, value: Any) -> Any:
+        """The setting as given, if it is one of the choices; else ValueError."""
+        if value not in [v for _, v in self.choices]:
+            raise ValueError(f"{self.label} must be one of the choices offered, got {str(value)[:40]!r}")
+        return value
 
 
 @dataclass

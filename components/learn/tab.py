@@ -23,6 +23,7 @@ from ..figures import empty_figure
 from ..gpu import gpu_task
 from ..messages import page_error, page_warning
 from ..pairs import Pool
+from ..tab_helpers import bind_pool
 from . import basics, practice
 from .book import N_PLOTS, Chapter, Step
 from .nav import chapter_link, read_query, step, title_html
@@ -70,17 +71,32 @@ def _figures(s: Step) -> list[Any]:
     return [gr.skip() if f is None else f for f in s.figures]
 
 
+def _setting(ch: Chapter, setting: Any) -> Any:
+    if ch.setting is None:
+        return None
+    try:
+        return ch.setting.check(setting)
+    except ValueError as e:
+        raise page_error(f"Chapter “{ch.title}”: {e}") from None
+
+
 def run_chapter(pool: Pool, number: int, setting: Any = None) -> tuple:
     """Run: (note, figure 1, figure 2, memo, answer cleared)."""
-    s = chapter(number).run(pool, setting)
+    ch = chapter(number)
+    s = ch.run(pool, _setting(ch, setting))
     return (s.note, *_figures(s), s.memo, "")
 
 
 def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any = None) -> tuple:
     """Reveal: (answer, figure 1, figure 2). Needs a guess and the chapter's run."""
+    ch = chapter(number)
     if guess is None or guess == "":
         raise page_error("Make your guess first, then Reveal.")
-    s = chapter(number).reveal(pool, guess, memo, setting)
+    try:
+        guess = ch.guess.check(guess)
+    except ValueError as e:
+        raise page_error(f"Chapter “{ch.title}”: {e}") from None
+    s = ch.reveal(pool, guess, memo, _setting(ch, setting) if ch.setting and ch.setting.at_reveal else None)
     return (s.answer, *_figures(s))
 
 
@@ -152,17 +168,11 @@ def _block(pool: Pool, number: int, ch: Chapter) -> gr.Column:
         memo = gr.State(None)
     number_in = gr.State(number)
     extra = [setting] if setting is not None else []
-    run.click(gpu_task(functools.partial(run_chapter, pool), duration=RUN_SECONDS), [number_in, *extra],
+    run.click(gpu_task(bind_pool(run_chapter, pool), duration=RUN_SECONDS), [number_in, *extra],
               [note, *plots, memo, answer], concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal")
-    reveal.click(gpu_task(_revealer(pool, bool(extra)), duration=RUN_SECONDS), [number_in, guess, memo, *extra],
+    reveal.click(gpu_task(bind_pool(reveal_chapter, pool), duration=RUN_SECONDS), [number_in, guess, memo, *extra],
                  [answer, *plots], concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal")
     return col
-
-
-def _revealer(pool: Pool, with_setting: bool) -> Any:
-    def reveal(number: int, guess: Any, memo: Any, setting: Any = None) -> tuple:
-        return reveal_chapter(pool, number, guess, memo, setting if with_setting else None)
-    return reveal
 
 
 def build_learn_tab(ctx: AppContext) -> LearnTab:
