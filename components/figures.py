@@ -381,7 +381,8 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
                             ("q (draft)", [q_map.get(t) for t in order], pal.DRAFT)):
         hover = [f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = " + ("–" if y is None else f"{y:.4f}")
                  for t, y in zip(order, ys, strict=True)]
-        fig.add_trace(go.Bar(name=name, x=labels, y=ys, marker_color=color, hovertext=hover, hoverinfo="text"))
+        fig.add_trace(go.Bar(name=name, x=labels, y=ys, marker_color=color, opacity=0.85, hovertext=hover,
+                             hoverinfo="text"))
     fig.add_annotation(x=labels[0], y=1.0, yshift=10, text="the target's choice", showarrow=True, arrowhead=2,
                        ay=-30, font={"size": 14, "color": "#000"})
     note = ""
@@ -393,7 +394,7 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
     title = f"Iteration {i + 1}: greedy, the rejected draft is replaced by the target's own choice"
     _layout(fig, title, subtitle=f"draft {rs.position + 1} ≠ argmax p → {plot_text(rs.text, 30)} is emitted, "
                                  f"no residual drawn (that rule is for temperature > 0){note}",
-            barmode="group", bargap=0.2)
+            barmode="overlay", bargap=0.35)      # one-hot p and q peak at different tokens: centred bars
     fig.update_yaxes(title_text="probability (greedy)", range=[0, 1.15])
     return fig
 
