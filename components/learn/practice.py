@@ -17,7 +17,7 @@ from ..pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, 
 from . import reveal as rv
 from .basics import later, note, run_summary
 from .book import Chapter, Guess, Step
-from .runs import FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, forward_costs, need, sweep_k, trace_run
+from .runs import FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k, trace_run, verify_curve
 
 POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
 CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
@@ -126,7 +126,7 @@ DRAFTS = Chapter(
 
 def run_k(pool: Pool, setting: Any = None) -> Step:
     trace = trace_run(pool, PAIR_NGRAM, CODE, config(4, 0.0, 24), baseline=False)
-    _, verify_ms = forward_costs(pool, CODE, n_tokens=1, n_max=K_MAX + 1)
+    verify_ms = verify_curve(pool, K_MAX + 1)
     return Step([positions_figure(trace), forward_cost_figure(verify_ms)],
                 note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms})
 

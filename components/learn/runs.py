@@ -3,7 +3,8 @@
 
 - ``trace_run``: one speculative run (and its baseline) through ``session.run_session``, the Live tab's run
   (its pair, run limits and fair wait for the models);
-- ``forward_costs``: the baseline's forwards and the verify curve, with the model held like the teaching tabs do;
+- ``forward_costs`` / ``verify_curve``: the baseline's forwards and the verify curve, with the model held like
+  the teaching tabs do;
 - ``exactness``: the Exactness lab's experiment on the toy pair (thousands of runs in seconds);
 - ``compare_drafts``: prompt lookup and the two trained drafts, as the Draft comparison tab runs them;
 - ``sweep_k``: the K sweep tab's sweep.
@@ -59,6 +60,13 @@ def forward_costs(pool: Pool, prompt: str, n_tokens: int = 16, n_max: int = 16,
         base = baseline_generate(lm.model, ids, config(1, 0.0, n_tokens), lm.tokenizer)
         curve = measure_verify_curve(lm.model, n_max, repeats=repeats)
     return list(base.token_ms), list(curve.verify_ms)
+
+
+def verify_curve(pool: Pool, n_max: int, repeats: int = 2) -> list[float]:
+    """ms of one forward over n = 1..n_max new tokens, measured now."""
+    lm = get_model(pool, "bundled")
+    with locked(lm):
+        return list(measure_verify_curve(lm.model, n_max, repeats=repeats).verify_ms)
 
 
 BUGS: dict[str, InjectedBugs] = {
@@ -120,5 +128,5 @@ def need(memo: Any, key: str) -> Any:
     return memo[key]
 
 
-__all__ = ["MAX_NEW", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "exactness",
+__all__ = ["MAX_NEW", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "verify_curve", "exactness",
            "compare_drafts", "sweep_k", "need"]
