@@ -46,7 +46,8 @@ KEYBOARD_JS = """
     if (el.isContentEditable) return true;
     const tag = el.tagName;
     if (tag === "TEXTAREA" || tag === "SELECT") return true;
-    return tag === "INPUT" && (el.type || "text").toLowerCase() !== "range";
+    // a range slider steps the viewer (its keys are the viewer's), except a Learn guess, which is a field
+    return tag === "INPUT" && ((el.type || "text").toLowerCase() !== "range" || el.closest(".learn-guess") !== null);
   };
   document.addEventListener("keydown", (e) => {
     const action = ACTIONS[e.key];

@@ -61,7 +61,13 @@ def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server
         subtitle = pg.evaluate(f"() => {LEARN_PLOTS_JS}.map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
         assert f"{kept} of {n} drafts accepted" in subtitle
         assert "Your guess: 4 of" in answer and "Why:" in answer
-        pg.click("#learn-title")                      # focus outside any field
+        slider = learn_part(pg, "learn-guess").locator("input[type=range]")
+        slider.focus()                                # the guess slider keeps its arrow keys
+        pg.keyboard.press("ArrowLeft")
+        pg.wait_for_timeout(500)
+        assert slider.input_value() == "3"
+        assert "Chapter 2 / " in pg.inner_text("#learn-title")
+        pg.click("#learn-title")                      # focus outside any field: the arrows step chapters
         pg.keyboard.press("ArrowRight")
         _title(pg, 3)
         pg.keyboard.press("ArrowLeft")
