@@ -156,17 +156,6 @@ def test_reveal_needs_a_guess_and_the_run():
 
 # --- the answers ---------------------------------------------------------------------------------------------
 
-def test_the_instructive_iteration_is_the_first_rejection():
-    t = _trace()
-    assert rv.instructive_iteration(t) == 0
-    t.iterations[0].resampled = None
-    assert rv.instructive_iteration(t) == 0           # no rejection anywhere: the first with drafts
-    t.iterations[0].drafts = []
-    assert rv.instructive_iteration(t) == 1
-    t.iterations[1].drafts = []
-    assert rv.instructive_iteration(t) is None
-
-
 def test_forward_cost_answer_follows_the_measured_curve():
     curve = [10.0, 11.0, 12.0, 13.0, 15.0, 17.0, 19.0, 30.0]
     assert rv.forward_ratio(curve, 8) == pytest.approx(3.0)

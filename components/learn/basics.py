@@ -14,7 +14,8 @@ from specdec_core import Trace
 
 from ..anatomy import anatomy_figure
 from ..cost_figures import baseline_forwards_figure, forward_cost_figure
-from ..figures import empty_figure, outcomes_figure, race_figure, residual_figure, timeline_figure
+from ..figures import (empty_figure, instructive_index, outcomes_figure, race_figure, residual_figure,
+                       timeline_figure)
 from ..lab_figures import exactness_figure
 from ..messages import page_error
 from ..pairs import OPEN_PROMPTS, PAIR_FEATURE, Pool
@@ -47,8 +48,9 @@ def note(*parts: str) -> str:
 
 
 def pick(trace: Trace) -> int:
-    i = rv.instructive_iteration(trace)
-    if i is None:
+    """The iteration a chapter shows: the one a finished run opens on (its first rejection, else its first drafts)."""
+    i = instructive_index(trace)
+    if i is None or not rv.iteration(trace, i).drafts:
         raise page_error("The draft proposed nothing in this run; press Run again.")
     return i
 

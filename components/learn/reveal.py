@@ -12,6 +12,7 @@ from specdec_core import Trace
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
 from specdec_core.trace import DraftRecord, IterationRecord
 
+from ..figures import instructive_index
 from ..measures import identical_to_baseline, measured_speedup
 
 
@@ -36,18 +37,6 @@ def close(guess: float, value: float, rel: float = 0.2, abs_: float = 0.0) -> bo
 
 
 # --- choosing what to show -------------------------------------------------------------------------------
-
-def instructive_iteration(trace: Trace, min_drafts: int = 2) -> int | None:
-    """The iteration a lesson shows: the first with at least ``min_drafts`` drafts and a rejection, else the
-    first with that many drafts, else the first with any draft; None when nothing was drafted."""
-    its = trace.iterations
-    for pick in (lambda it: len(it.drafts) >= min_drafts and it.resampled is not None,
-                 lambda it: len(it.drafts) >= min_drafts, lambda it: bool(it.drafts)):
-        for it in its:
-            if pick(it):
-                return it.index
-    return None
-
 
 def iteration(trace: Trace, index: int) -> IterationRecord:
     return next(it for it in trace.iterations if it.index == index)
@@ -119,7 +108,7 @@ def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] 
     """(iteration, draft) to ask α about: a tested draft whose q is at least ``min_q`` (its p and q read well
     at three decimals), the first whose α is within ``toss`` (a real coin toss) in an iteration with a rejection (so the
     residual can be shown), else in any iteration, else the first such draft, else the first draft of the
-    instructive iteration; None when nothing was drafted."""
+    iteration a run opens on (``figures.instructive_index``); None when nothing was drafted."""
     tested = [(it, j, d) for it in trace.iterations for j, d in enumerate(it.drafts) if d.tested and d.q >= min_q]
     def tossed(d: DraftRecord) -> bool:
         return toss[0] <= d.alpha <= toss[1]
@@ -127,8 +116,8 @@ def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] 
         for it, j, d in tested:
             if ok(it, d):
                 return it.index, j
-    i = instructive_iteration(trace, 1)
-    return None if i is None else (i, 0)
+    i = instructive_index(trace)
+    return None if i is None or not iteration(trace, i).drafts else (i, 0)
 
 
 def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
@@ -253,6 +242,6 @@ def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
     return answer_html(guess, f"×{s:.2f} ({verdict})", why, None if verdict == "about even" else guess == verdict)
 
 
-__all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "instructive_iteration", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
+__all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
            "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
            "reveal_best_k", "reveal_costly_draft", "shown"]
