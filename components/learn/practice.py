@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from specdec_core import Trace
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 from specdec_core.policy.costmodel import predict_speedup
 
@@ -25,7 +26,7 @@ K_MAX = 6
 TEMPERATURES = (0.3, 0.7, 1.0)       # the first is run, the others revealed
 
 
-def alpha_c(trace: Any) -> str:
+def alpha_c(trace: Trace) -> str:
     a, c = estimate_alpha(trace), estimate_c(trace)
     return html.escape(f"Measured: α̂ = {'–' if a is None else f'{a:.2f}'} (mean min(1, p/q) of the tested drafts), "
                        f"ĉ = {'–' if c is None else f'{c:.3f}'} (draft forward ÷ verify forward), K = "
@@ -34,7 +35,7 @@ def alpha_c(trace: Any) -> str:
 
 # --- 6. temperature and acceptance ------------------------------------------------------------------------
 
-def _temperature_run(pool: Pool, temperature: float) -> Any:
+def _temperature_run(pool: Pool, temperature: float) -> Trace:
     return trace_run(pool, PAIR_FEATURE, POEM, config(4, temperature, 32), baseline=False)
 
 
