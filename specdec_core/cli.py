@@ -46,12 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def summary_lines(trace, baseline=None) -> list[str]:
+    from .intervals import acceptance_interval, speedup_interval, verdict
     st = trace.stats
     c = trace.config
+    lo, hi = acceptance_interval(trace)
     lines = [
         f"pair: draft={c.get('drafter')} -> target={c.get('target', '?')}  on {c.get('device')} ({c.get('dtype')})",
         f"tokens: {st.new_tokens} in {st.iterations} iterations, {st.mean_tokens_per_iteration:.2f} tokens/iteration",
-        f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %)",
+        f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %, "
+        f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
         f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
         f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
     ]
@@ -59,7 +62,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         same = baseline.new_token_ids == trace.new_token_ids
         lines += [f"baseline:    {baseline.wall_ms:.0f} ms, {baseline.tokens_per_s:.2f} tokens/s, "
                   f"target forwards {baseline.target_forwards} (measured)",
-                  f"speedup: {trace.stats.tokens_per_s / baseline.tokens_per_s:.2f}x tokens/s"
+                  f"speedup: {verdict(speedup_interval(trace))} (tokens/s)"
                   if baseline.tokens_per_s > 0 else "speedup: n/a",
                   f"output identical to baseline: {'yes' if same else 'no'}"
                   + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from .models.pool import ModelPool
     from .drafters.registry import make_drafter
     from .models.loading import encode_prompt, validate_model_id
+    from .intervals import fill_stats
     cfg = config_from_args(args)
     if args.draft is None:   # the app's default pair for the bundled target; prompt lookup works with any other
         args.draft = "feature" if args.target == "bundled" else "ngram"
@@ -96,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
                                  meta={"target": target.label, "draft": args.draft})
     if args.baseline:
         trace.baseline = baseline_generate(target.model, ids, cfg, target.tokenizer)
+        fill_stats(trace)
     print(trace.text)
     print("---")
     print("\n".join(summary_lines(trace, trace.baseline)))

@@ -295,7 +295,9 @@ def test_summary_reports_measured_numbers_with_device_and_dtype(trace):
     rows = {r[0]: r for r in summary_rows(trace)}
     assert rows["target forwards"][1:] == ("4", "9")
     assert rows["new tokens"][1].startswith("8 ")
-    assert rows["measured speedup"][1].startswith(f"×{114.0 / 66.5:.2f} ")
+    assert rows["measured speedup"][1].startswith(f"can't tell yet — run more tokens: ×{114.0 / 66.5:.2f} (95 % CI ")
+    assert "bootstrap over iterations" in rows["measured speedup"][1]   # 8 tokens: too few to decide
+    assert "95 % CI" in rows["acceptance rate"][1]
     assert rows["identical to baseline"][1].startswith("yes")
     h = summary_html(trace)
     assert "measured on cpu in float32" in h
