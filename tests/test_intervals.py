@@ -129,3 +129,16 @@ def test_an_eight_token_run_cannot_tell(bundled):
     assert any(CANT_TELL in b for a, b, c in summary_rows(trace))
     assert CANT_TELL in summary_line(trace)
     assert any(CANT_TELL in line for line in summary_lines(trace, trace.baseline))
+
+
+def test_comparison_ranks_carry_a_rounds_interval_and_the_k_sweep_a_bootstrap(tiny_pair):
+    from specdec_core.teaching.sweeps import DraftRun, Ranked, k_sweep
+    runs = [DraftRun("d", i, 10.0, s, 0.5, 0.5, 2.0, 5, 10, 20, None) for i, s in enumerate((1.2, 1.3, 1.25))]
+    iv = Ranked("d", 1.25, 10.0, 0.5, 5, 10, runs).interval
+    assert iv.method == ROUNDS and iv.point == pytest.approx(rounds_interval([1.2, 1.3, 1.25]).point)
+    one = Ranked("d", 1.2, 10.0, 0.5, 5, 10, runs[:1]).interval
+    assert one is None                              # one prompt and no bootstrap recorded: nothing made up
+    t, d = tiny_pair
+    sw = k_sweep(t, d, [1, 2, 3], SpecConfig(max_new_tokens=24), [1, 3])
+    for r in sw.runs:
+        assert r.speedup.method == BOOTSTRAP and r.speedup.low <= r.tokens_per_s / sw.baseline_tokens_per_s <= r.speedup.high * 1.0001
