@@ -142,3 +142,12 @@ def test_comparison_ranks_carry_a_rounds_interval_and_the_k_sweep_a_bootstrap(ti
     sw = k_sweep(t, d, [1, 2, 3], SpecConfig(max_new_tokens=24), [1, 3])
     for r in sw.runs:
         assert r.speedup.method == BOOTSTRAP and r.speedup.low <= r.tokens_per_s / sw.baseline_tokens_per_s <= r.speedup.high * 1.0001
+
+
+def test_bench_aggregate_has_an_interval_over_prompts():
+    from specdec_core.bench.measure import Comparison, Spread, aggregate
+    comps = [Comparison("j", "A vs B", "a", "b", f"p{i}", "extractive", Spread.of([r, r * 1.01]), None)
+             for i, r in enumerate((1.40, 1.45, 1.50))]
+    agg = aggregate(comps, "j", "A vs B")
+    iv = rounds_interval([c.ratio.median for c in comps])
+    assert agg.ci == iv.to_list() and agg.verdict.startswith("pays here: ×")
