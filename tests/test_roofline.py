@@ -78,3 +78,26 @@ def test_the_shipped_feature_draft_counts_its_own_layer_and_its_vocabulary_rows(
     hidden = model.config.hidden_size
     own = sum(p.numel() for n, p in draft.named_parameters() if not n.startswith(("embed_tokens", "lm_head")))
     assert shape == ModelShape(own + len(draft.draft_vocab) * hidden, 1)    # its layer + the head's draft rows
+
+
+def test_the_theory_tabs_what_if_figure_and_table(tiny_pair):
+    from specdec_core import baseline_generate
+    from components.whatif import here_id, update_whatif, whatif_figure, whatif_md, whatif_rows
+    t, d = tiny_pair
+    cfg = SpecConfig(max_new_tokens=24)
+    tr = speculative_generate(t, d, [1, 2, 3], cfg)
+    tr.baseline = baseline_generate(t, [1, 2, 3], cfg)
+    rows = whatif_rows(tr)
+    assert rows[0].measured and rows[0].label == "this device (cpu), measured"
+    assert [r.device for r in rows[1:]] == [p.id for p in profiles()]
+    fig = whatif_figure(tr, rows)
+    bars = fig.data[0]
+    assert bars.x[0] == "measured here" and bars.error_y.array[0] >= 0 and len(bars.x) == len(rows) + 1
+    md = whatif_md(tr, rows)
+    assert "NVIDIA H100 SXM" in md and "measured (calibration)" in md and "95 % CI" in md
+    assert "Run a prompt" in update_whatif(None)[1]
+    # on an L4 the L4 profile gives way to this device's own calibration
+    assert here_id("cuda:0", "NVIDIA L4") == "l4" and here_id("cpu") == "cpu"
+    tr.config["device"] = "cuda:0"
+    rows = whatif_rows(tr, "NVIDIA L4")
+    assert rows[0].label == "this device (NVIDIA L4), measured" and "l4" not in [r.device for r in rows[1:]]

@@ -168,13 +168,15 @@ def what_if(trace: Trace, devices: Sequence[Device] | None = None, here: str = "
     the run's own costs), the run on this device as measured, labelled ``here``; a profile whose id is ``here``
     is then left out (its calibration replaces it)."""
     rows = []
+    devices = list(devices if devices is not None else profiles())
     if measured_costs is not None:
-        rows.append(WhatIf(here or "this device", f"this device ({here or 'as calibrated'}), measured",
+        named = next((d.label for d in devices if d.id == here), here or "as calibrated")
+        rows.append(WhatIf(here or "this device", f"this device ({named}), measured",
                            priced_speedup(trace, measured_costs), measured_costs.t1, measured_costs.draft_ms, True))
     target, draft = trace_shapes(trace)
     model_draft = trace.stats.draft_forwards > 0
     lookups = [ms for it in trace.iterations for ms in it.draft_ms]
-    for dev in devices if devices is not None else profiles():
+    for dev in devices:
         if measured_costs is not None and dev.id == here:
             continue
         if target is None or (model_draft and draft is None):
