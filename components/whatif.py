@@ -13,28 +13,12 @@ import plotly.graph_objects as go
 from specdec_core import Trace
 from specdec_core.intervals import describe, speedup_interval
 from specdec_core.policy.costmodel import costs_from_traces
-from specdec_core.policy.roofline import WhatIf, profiles, what_if
+from specdec_core.policy.roofline import WhatIf, gpu_name, here_id, what_if
 
 from . import palette as pal
 from .figures import _layout, empty_figure
 
 TITLE = "The same run on other hardware (roofline what-if)"
-
-
-def here_id(device: str, gpu_name: str = "") -> str:
-    """The profile this run's device is (a GPU whose name matches a profile's ``matches``), else the device."""
-    if device.startswith("cuda") and gpu_name:
-        for d in profiles():
-            if d.matches and d.matches.lower() in gpu_name.lower():
-                return d.id
-        return gpu_name
-    return device or "this device"
-
-
-def gpu_name() -> str:
-    """This machine's first GPU's name ("" without one)."""
-    import torch
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
 
 
 def whatif_rows(trace: Trace, gpu: str = "") -> list[WhatIf]:

@@ -151,6 +151,20 @@ def profiles(path: str = DEVICES_FILE) -> tuple[Device, ...]:
     return tuple(Device(**{k: v for k, v in d.items() if k != "notes"}) for d in raw["devices"])
 
 
+def here_id(device: str, gpu: str = "") -> str:
+    """The profile id of the run's device when it is a GPU a profile ``matches`` by name, else the GPU's name,
+    else the device ("cpu")."""
+    if device.startswith("cuda") and gpu:
+        return next((d.id for d in profiles() if d.matches and d.matches.lower() in gpu.lower()), gpu)
+    return device or "this device"
+
+
+def gpu_name() -> str:
+    """This machine's first GPU's name ("" without one)."""
+    import torch
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+
+
 @dataclass(frozen=True)
 class WhatIf:
     device: str
