@@ -309,6 +309,8 @@ def _parse_trace(d: Any) -> Trace:
         _fail("stats.verdict", "text too long")
     if stats.new_tokens != len(new_ids) or stats.iterations != len(iterations):
         _fail("stats", "new_tokens / iterations disagree with the iterations")
+    if not 0 <= stats.accepted <= stats.drafted:
+        _fail("stats", f"accepted ({stats.accepted}) must be between 0 and drafted ({stats.drafted})")
     baseline = None
     bd = _get(d, "baseline", "trace", dict, optional=True)
     if bd is not None:
