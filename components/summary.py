@@ -32,7 +32,7 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ("tokens / s", f"{st.tokens_per_s:.1f}", f"{b.tokens_per_s:.1f}" if b else "–"),
     ]
     s = speedup_interval(trace)
-    rows.append(("measured speedup", speedup_verdict(s) + " (tokens/s over the baseline's)" if s is not None
+    rows.append(("measured speedup", speedup_verdict(s) if s is not None
                  else "– (needs a baseline)", ""))
     same = identical_to_baseline(trace)
     greedy = cfg.get("temperature", 0) == 0

@@ -62,7 +62,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         same = baseline.new_token_ids == trace.new_token_ids
         lines += [f"baseline:    {baseline.wall_ms:.0f} ms, {baseline.tokens_per_s:.2f} tokens/s, "
                   f"target forwards {baseline.target_forwards} (measured)",
-                  f"speedup: {verdict(speedup_interval(trace))} (tokens/s)"
+                  f"speedup: {verdict(speedup_interval(trace))}"
                   if baseline.tokens_per_s > 0 else "speedup: n/a",
                   f"output identical to baseline: {'yes' if same else 'no'}"
                   + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
