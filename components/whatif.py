@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.intervals import describe, speedup_interval
+from specdec_core.intervals import describe, speedup_interval, verdict
 from specdec_core.policy.costmodel import costs_from_traces
 from specdec_core.policy.roofline import WhatIf, gpu_name, here_id, what_if
 
@@ -68,7 +68,7 @@ def whatif_figure(trace: Trace, rows: Sequence[WhatIf]) -> go.Figure:
 def whatif_md(trace: Trace, rows: Sequence[WhatIf]) -> str:
     """The table: device, basis, target forward, draft forward, predicted speedup."""
     iv = speedup_interval(trace)
-    head = (f"**Measured here**: {html.escape(describe(iv), quote=False)}." if iv is not None
+    head = (f"**Measured here**: {html.escape(verdict(iv), quote=False)}." if iv is not None
             else "_No baseline in this run: nothing measured to set beside the predictions._")
     lines = [head, "", "| device | basis | target forward (1 token) | draft forward | predicted speedup |",
              "|---|---|---|---|---|"]
