@@ -35,32 +35,24 @@ def whatif_figure(trace: Trace, rows: Sequence[WhatIf]) -> go.Figure:
     """Predicted speedup per device (bars), the measured speedup here with its interval (first bar), ×1 line."""
     if not rows:
         return empty_figure(TITLE, "Run a prompt on the Live tab (with the baseline), then come back.")
-    names, values, colors, hover = [], [], [], []
+    fig = go.Figure()
     iv = speedup_interval(trace)
     if iv is not None:
-        names.append("measured here")
-        values.append(iv.point)
-        colors.append(pal.ACCEPTED)
-        hover.append(f"measured {describe(iv)}")
-    for r in rows:
-        if r.speedup is None:
-            continue
-        names.append(r.label)
-        values.append(r.speedup)
-        colors.append(pal.REJECTED if r.measured else pal.TARGET)
-        hover.append(f"{r.label}: predicted ×{r.speedup:.2f} (target forward {r.t1_ms:.2f} ms, draft "
-                     f"{r.draft_ms:.2f} ms)")
-    err = None
-    if iv is not None:
-        err = {"type": "data", "symmetric": False, "color": "#000",
-               "array": [iv.high - iv.point] + [0] * (len(names) - 1),
-               "arrayminus": [iv.point - iv.low] + [0] * (len(names) - 1)}
-    fig = go.Figure(go.Bar(x=names, y=values, marker_color=colors, hovertext=hover, hoverinfo="text",
-                           error_y=err, text=[f"×{v:.2f}" for v in values], textposition="outside",
-                           name="speedup"))
+        fig.add_trace(go.Bar(x=["measured speedup here"], y=[iv.point], marker_color=pal.ACCEPTED, name="measured",
+                             error_y={"type": "data", "symmetric": False, "color": "#000",
+                                      "array": [iv.high - iv.point], "arrayminus": [iv.point - iv.low]},
+                             text=[f"×{iv.point:.2f}"], textposition="inside", insidetextanchor="start",
+                             hovertext=[f"measured {describe(iv)}"], hoverinfo="text"))
+    priced = [r for r in rows if r.speedup is not None]
+    fig.add_trace(go.Bar(x=[r.label for r in priced], y=[r.speedup for r in priced], name="predicted",
+                         marker_color=[pal.REJECTED if r.measured else pal.TARGET for r in priced],
+                         text=[f"×{r.speedup:.2f}" for r in priced], textposition="outside",
+                         hovertext=[f"{r.label}: predicted ×{r.speedup:.2f} (target forward {r.t1_ms:.2f} ms, draft "
+                                    f"{r.draft_ms:.2f} ms)" for r in priced], hoverinfo="text"))
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1})
-    _layout(fig, TITLE, height=420, subtitle="this run's acceptance and K decisions priced with t(n) = max(bytes ÷ "
-            "bandwidth, FLOPs ÷ peak) + overhead per device; the measured bar carries its 95 % interval")
+    _layout(fig, TITLE, height=460, barmode="overlay", showlegend=False,
+            subtitle="this run's acceptance and K decisions priced with t(n) = max(bytes ÷ bandwidth, FLOPs ÷ peak) + "
+                     "overhead per device; the measured bar carries its 95 % interval")
     fig.update_yaxes(title_text="speedup over target-only", rangemode="tozero")
     return fig
 
@@ -73,7 +65,7 @@ def whatif_md(trace: Trace, rows: Sequence[WhatIf]) -> str:
     lines = [head, "", "| device | basis | target forward (1 token) | draft forward | predicted speedup |",
              "|---|---|---|---|---|"]
     for r in rows:
-        basis = "measured (calibration)" if r.measured else "roofline, datasheet profile"
+        basis = "measured costs (calibration)" if r.measured else "roofline, datasheet profile"
         s = "–" if r.speedup is None else f"×{r.speedup:.2f}"
         t1 = "–" if r.t1_ms is None else f"{r.t1_ms:.2f} ms"
         d = "–" if r.draft_ms is None else f"{r.draft_ms:.2f} ms"

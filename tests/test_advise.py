@@ -48,7 +48,7 @@ def test_a_small_sample_prints_intervals_the_verdict_and_the_table(bundled, tmp_
     verdict = next(line for line in text.splitlines() if line.startswith("verdict: "))
     assert verdict.split(": ")[1] in ("pays here", "does not pay here", "can't tell yet — run more tokens")
     assert "interleaved rounds" in verdict and "best fixed K by the calibrated model" in text
-    assert "this device (cpu), measured" in text and "NVIDIA H100 SXM" in text
+    assert "this device (cpu), measured costs" in text and "NVIDIA H100 SXM" in text
     assert "3/6 runs" in captured.err or "6/6 runs" in captured.err        # the progress bar, on stderr
     data = json.loads(out.read_text())
     assert data["report"]["prompts"] == 3 and len(data["traces"]) == 3

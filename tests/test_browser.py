@@ -56,8 +56,8 @@ def test_theory_prices_the_live_run_on_other_hardware(page):
                          "H100')", timeout=60_000)
     _wait_for_data(pg, "theory-whatif")
     table = pg.inner_text("#theory-whatif-md")
-    assert "this device (cpu), measured" in table and "Measured here" in table and "95 % CI" in table
-    assert _plot_traces(pg, "theory-whatif") == 1        # one bar trace: measured here, this device, the profiles
+    assert "this device (cpu), measured costs" in table and "Measured here" in table and "95 % CI" in table
+    assert _plot_traces(pg, "theory-whatif") == 2        # measured here; predicted on this device and the profiles
 
 
 @pytest.mark.slow

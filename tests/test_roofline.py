@@ -89,16 +89,17 @@ def test_the_theory_tabs_what_if_figure_and_table(tiny_pair):
     tr = speculative_generate(t, d, [1, 2, 3], cfg)
     tr.baseline = baseline_generate(t, [1, 2, 3], cfg)
     rows = whatif_rows(tr)
-    assert rows[0].measured and rows[0].label == "this device (cpu), measured"
+    assert rows[0].measured and rows[0].label == "this device (cpu), measured costs"
     assert [r.device for r in rows[1:]] == [p.id for p in profiles()]
     fig = whatif_figure(tr, rows)
-    bars = fig.data[0]
-    assert bars.x[0] == "measured here" and bars.error_y.array[0] >= 0 and len(bars.x) == len(rows) + 1
+    measured, predicted = fig.data
+    assert list(measured.x) == ["measured speedup here"] and measured.error_y.array[0] >= 0
+    assert list(predicted.y) == [r.speedup for r in rows]
     md = whatif_md(tr, rows)
-    assert "NVIDIA H100 SXM" in md and "measured (calibration)" in md and "95 % CI" in md
+    assert "NVIDIA H100 SXM" in md and "measured costs (calibration)" in md and "95 % CI" in md
     assert "Run a prompt" in update_whatif(None)[1]
     # on an L4 the L4 profile gives way to this device's own calibration
     assert here_id("cuda:0", "NVIDIA L4") == "l4" and here_id("cpu") == "cpu"
     tr.config["device"] = "cuda:0"
     rows = whatif_rows(tr, "NVIDIA L4")
-    assert rows[0].label == "this device (NVIDIA L4), measured" and "l4" not in [r.device for r in rows[1:]]
+    assert rows[0].label == "this device (NVIDIA L4), measured costs" and "l4" not in [r.device for r in rows[1:]]

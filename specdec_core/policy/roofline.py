@@ -185,7 +185,7 @@ def what_if(trace: Trace, devices: Sequence[Device] | None = None, here: str = "
     devices = list(devices if devices is not None else profiles())
     if measured_costs is not None:
         named = next((d.label for d in devices if d.id == here), here or "as calibrated")
-        rows.append(WhatIf(here or "this device", f"this device ({named}), measured",
+        rows.append(WhatIf(here or "this device", f"this device ({named}), measured costs",
                            priced_speedup(trace, measured_costs), measured_costs.t1, measured_costs.draft_ms, True))
     target, draft = trace_shapes(trace)
     model_draft = trace.stats.draft_forwards > 0
