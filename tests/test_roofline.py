@@ -103,3 +103,13 @@ def test_the_theory_tabs_what_if_figure_and_table(tiny_pair):
     tr.config["device"] = "cuda:0"
     rows = whatif_rows(tr, "NVIDIA L4")
     assert rows[0].label == "this device (NVIDIA L4), measured costs" and "l4" not in [r.device for r in rows[1:]]
+
+
+def test_the_roofline_check_times_forwards_on_either_clock():
+    import time
+    from specdec_core.bench.roofline_check import forward_curve, measure_overhead, tiny_llama
+    for clock in (time.process_time, time.perf_counter):
+        curve = forward_curve(tiny_llama(2), 3, clock, context=8, repeats=2)
+        assert len(curve) == 3 and all(t > 0 for t in curve)
+    fixed, per_layer = measure_overhead(time.perf_counter)
+    assert fixed >= 0 and per_layer > 0          # 30 layers cost more than one
