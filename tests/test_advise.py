@@ -14,6 +14,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
     (["--prompts", "/nonexistent/prompts.txt"], "--prompts /nonexistent/prompts.txt: cannot read it"),
     (["--tokens", "4"], "--tokens must be between 8 and 512"),
     (["--budget", "nan"], "--budget must be a positive number"),
+    (["--threads", "-1"], "--threads must be between 0"),
 ])
 def test_bad_input_gets_one_line_and_status_2(argv, message, capsys):
     assert main(argv) == 2
