@@ -218,7 +218,7 @@ def make_report(traces: Sequence[Trace], target: str, draft: str, gpu: str = "")
 def report_lines(r: dict) -> list[str]:
     a = r["acceptance"]
     lines = [f"pair: draft {r['draft']} -> target {r['target']} on {r['device']} ({r['dtype']}, {r['threads']} CPU "
-             f"threads); {r['prompts']} prompts, {r['new_tokens']} new tokens",
+             f"thread{'s' if r['threads'] != 1 else ''}); {r['prompts']} prompts, {r['new_tokens']} new tokens",
              f"acceptance: {a['accepted']}/{a['drafted']} drafts = {100 * a['rate']:.1f} % "
              f"(95 % CI {100 * a['ci'][0]:.1f}–{100 * a['ci'][1]:.1f} %, Wilson)"]
     for p in r["positions"]:
