@@ -64,7 +64,8 @@ def selection_summary_md(sel: Selection, cfg: SpecConfig) -> str:
                f"**No draft beats the baseline here**: the best, {html.escape(best.name)}, reaches ×{best.mean_speedup:.2f}; "
                "use plain decoding for this kind of prompt.")
     n = len(sel.prompts)
-    sure = "" if best.interval is None else f" With its interval, {html.escape(best.name)} {speedup_verdict(best.interval)}."
+    sure = ("" if best.interval is None
+            else f" With its interval, {html.escape(best.name)} {speedup_verdict(best.interval)}.")
     return (f"{verdict} (mean of the measured speedup on {n} prompt{'s' if n != 1 else ''}; K = {cfg.k}, "
             f"temperature {cfg.temperature:g}, {cfg.max_new_tokens} new tokens, seed {cfg.seed}).{sure} "
             "Speedup = speculative tokens/s ÷ baseline tokens/s on the same prompt, both measured here; the interval "

@@ -51,8 +51,8 @@ def whatif_figure(trace: Trace, rows: Sequence[WhatIf]) -> go.Figure:
                                     f"{r.draft_ms:.2f} ms)" for r in priced], hoverinfo="text"))
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1})
     _layout(fig, TITLE, height=460, barmode="overlay", showlegend=False,
-            subtitle="this run's acceptance and K decisions priced with t(n) = max(bytes ÷ bandwidth, FLOPs ÷ peak) + "
-                     "overhead per device; the measured bar carries its 95 % interval")
+            subtitle="this run's acceptance and K decisions priced with t(n) = max(bytes ÷ bandwidth, FLOPs ÷ peak) "
+                     "+ overhead per device; the measured bar carries its 95 % interval")
     fig.update_yaxes(title_text="speedup over target-only", rangemode="tozero")
     return fig
 

@@ -227,7 +227,8 @@ def report_lines(r: dict) -> list[str]:
     lines.append(f"verdict: {r['verdict']}")
     pol, best = r["policy"], r["best_fixed_k"]
     lines.append(f"K: the {pol['k_policy']} policy (cap {pol['k_cap']}) drafted K = {pol['mean_k']:.1f} on average; "
-                 f"the best fixed K by the calibrated model is {best['k']} (predicted ×{best['predicted_speedup']:.2f})")
+                 f"the best fixed K by the calibrated model is {best['k']} "
+                 f"(predicted ×{best['predicted_speedup']:.2f})")
     lines.append("the same runs on other hardware (roofline what-if; docs/cost-model.md):")
     width = max(len(w["label"]) for w in r["what_if"])
     for w in r["what_if"]:

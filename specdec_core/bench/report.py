@@ -134,9 +134,9 @@ def render_report(report: dict) -> str:
     out.append("")
     out += ["Ratios, tokens/s of A over B: geometric mean over prompts of each prompt's median per-round ratio, "
             "[min–max] over all rounds, and the 95 % t interval of the geometric mean over the prompts (each "
-            "prompt's ratio from interleaved rounds); reported only where both sides' outputs were token-for-token identical "
-            "in every round. Tracing overhead = 1 − (full trace / minimal trace). The last column is the same "
-            "ratio by this process's CPU time (tokens per CPU-second), steadier when the machine is shared.", "",
+            "prompt's ratio from interleaved rounds); reported only where both sides' outputs were token-for-token "
+            "identical in every round. Tracing overhead = 1 − (full trace / minimal trace). The last column is the "
+            "same ratio by this process's CPU time (tokens per CPU-second), steadier when the machine is shared.", "",
             "| job | A vs B | all prompts | extractive | open-ended | target | met | all, by CPU time |",
             "|---|---|---|---|---|---|---|---|"]
     aggs: dict[tuple[str, str], dict[str, dict]] = {}

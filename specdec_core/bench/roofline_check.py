@@ -2,9 +2,9 @@
 
 On one core (one torch thread), it measures the bundled target's verify curve t(1..16) as the calibration
 does (after 128 cached tokens; by default in this process's CPU time, which other work on a shared machine
-does not inflate; ``--clock wall`` for wall time), and the framework's overhead per forward: one-token forwards of Llama models with
-hidden size 64 (nothing to compute or read to speak of) with 1 and 30 layers give a fixed part and a part
-per layer. Then it sets the roofline of this CPU's spec-sheet profile (``devices.json``, id
+does not inflate; ``--clock wall`` for wall time), and the framework's overhead per forward: one-token
+forwards of Llama models with hidden size 64 (nothing to compute or read to speak of) with 1 and 30 layers
+give a fixed part and a part per layer. Then it sets the roofline of this CPU's spec-sheet profile (``devices.json``, id
 ``epyc-zen5-1core``), fed only those figures and the measured overhead, beside the measured curve, and
 prints the error at every n; as a second reading, the same with the overhead set so that t(1) matches (what
 is left is the error in the curve's shape); as a third, with the bandwidth one thread is measured to read
