@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from .cli import check_pair, load_pair
 from .config import MAX_K, recommended_config
-from .intervals import position_intervals, rounds_interval, verdict, wilson
+from .intervals import position_intervals, rounds_interval, speedup_interval, verdict, wilson
 from .trace import Trace
 
 DEFAULT_TOKENS = 64
@@ -148,10 +148,10 @@ def sample(target: Any, drafter: Any, prompts: Sequence[str], tokens: int, budge
 
 def pooled_positions(traces: Sequence[Trace]) -> list[dict]:
     """Per draft position over all runs: tested, accepted, rate and its Wilson interval."""
-    width = max((len(r) for r in (position_intervals(t) for t in traces)), default=0)
+    per_run = [position_intervals(t) for t in traces]
     out = []
-    for j in range(width):
-        rows = [r[j] for r in (position_intervals(t) for t in traces) if len(r) > j]
+    for j in range(max(map(len, per_run), default=0)):
+        rows = [r[j] for r in per_run if len(r) > j]
         tested, acc = sum(r[0] for r in rows), sum(r[1] for r in rows)
         if tested:
             out.append({"position": j + 1, "tested": tested, "accepted": acc, "rate": acc / tested,
@@ -195,8 +195,7 @@ def make_report(traces: Sequence[Trace], target: str, draft: str, gpu: str = "")
     speedups = [t.stats.tokens_per_s / t.baseline.tokens_per_s for t in traces
                 if t.baseline is not None and t.baseline.tokens_per_s > 0]
     iv = rounds_interval(speedups)
-    if iv is None and len(traces) == 1 and traces[0].stats.speedup_ci:     # one prompt: its bootstrap
-        from .intervals import speedup_interval
+    if iv is None and len(traces) == 1:          # one prompt: its bootstrap over iterations
         iv = speedup_interval(traces[0])
     c = traces[0].config
     ks = [it.k for t in traces for it in t.iterations]

@@ -55,3 +55,11 @@ def test_a_small_sample_prints_intervals_the_verdict_and_the_table(bundled, tmp_
     assert data["report"]["prompts"] == 3 and len(data["traces"]) == 3
     assert data["report"]["speedup"]["method"] == "interleaved rounds"
     assert all(row["predicted_speedup"] is not None for row in data["report"]["what_if"])
+
+
+def test_one_prompt_falls_back_on_its_bootstrap(bundled, tmp_path, capsys):
+    prompts = tmp_path / "one.txt"
+    prompts.write_text("Write a short poem about the sea at night.\n", encoding="utf-8")
+    assert main(["--prompts", str(prompts), "--tokens", "8"]) == 0
+    verdict = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("verdict: "))
+    assert verdict.startswith("verdict: can't tell yet — run more tokens: ×") and "bootstrap over iterations" in verdict
