@@ -14,6 +14,7 @@ from specdec_core import Trace
 from specdec_core.teaching.sweeps import KSweep
 from specdec_core.policy.costmodel import costs_from_traces, predict_speedup, predicted_speedup_curve
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c
+from specdec_core.intervals import speedup_interval, verdict
 
 from .cost_figures import time_split_figure
 from .figures import empty_figure
@@ -87,11 +88,11 @@ def cpu_note_md(trace_dict: dict | None) -> str:
     lines.append(f"**Your latest run** — t_verify(n) in ms for n tokens fed ({source}): {curve}; "
                  f"draft {costs.draft_ms:.1f} ms per {'forward' if costs.draft_per_token else 'lookup'}, "
                  f"overhead {costs.overhead_ms:.1f} ms per iteration, prefill {costs.prefill_ms:.0f} ms.")
-    m = measured_speedup(trace)
+    m = speedup_interval(trace)
     p, pf = predict_speedup(trace), predict_speedup(trace, flat=True)
     if m is not None and p is not None and pf is not None:
-        lines.append(f"Measured speedup ×{m:.2f}; the calibrated model predicts ×{p:.2f}; with a flat (GPU-like) "
-                     f"verify the same acceptance would give ×{pf:.2f}.")
+        lines.append(f"Measured speedup: {verdict(m)}; the calibrated model predicts ×{p:.2f}; with a flat "
+                     f"(GPU-like) verify the same acceptance would give ×{pf:.2f}.")
     return "\n\n".join(lines)
 
 

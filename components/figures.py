@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import Trace
+from specdec_core.intervals import describe, speedup_interval, wilson
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, expected_tokens, speedup
 from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_curve
 from specdec_core.trace import IterationRecord
@@ -418,8 +419,8 @@ def _no_rejection_message(it: IterationRecord) -> str:
 # --- 6. by draft position ---------------------------------------------------------------------------
 
 def positions_figure(trace: Trace) -> go.Figure:
-    """Left: acceptance rate at each draft position (accepted / tested) with the mean α there.
-    Right: how many drafts each iteration accepted (histogram of accepted lengths)."""
+    """Left: acceptance rate at each draft position (accepted / tested) with its Wilson 95 % interval as an
+    error bar and the mean α there. Right: how many drafts each iteration accepted (histogram of accepted lengths)."""
     title = "Acceptance by draft position · accepted-length histogram"
     rows = position_counts(trace)
     if not rows:
@@ -428,10 +429,15 @@ def positions_figure(trace: Trace) -> go.Figure:
                         subplot_titles=("acceptance rate by draft position", "drafts accepted per iteration"))
     pos = [j + 1 for j in range(len(rows))]
     rate = [acc / tested if tested else None for _, tested, acc, _ in rows]
-    fig.add_trace(go.Bar(name="accepted / tested", x=pos, y=rate, marker_color=pal.ACCEPTED,
-                         hovertext=[f"position {j + 1}: {acc} accepted of {tested} tested ({proposed} proposed)"
-                                    for j, (proposed, tested, acc, _) in enumerate(rows)], hoverinfo="text"),
-                  row=1, col=1)
+    cis = [wilson(acc, tested) for _, tested, acc, _ in rows]
+    fig.add_trace(go.Bar(name="accepted / tested (95 % CI)", x=pos, y=rate, marker_color=pal.ACCEPTED,
+                         error_y={"type": "data", "symmetric": False, "color": "#333",
+                                  "array": [hi - r if r is not None else 0 for r, (_, hi) in zip(rate, cis)],
+                                  "arrayminus": [r - lo if r is not None else 0 for r, (lo, _) in zip(rate, cis)]},
+                         hovertext=[f"position {j + 1}: {acc} accepted of {tested} tested ({proposed} proposed); "
+                                    f"95 % CI {100 * lo:.0f}–{100 * hi:.0f} % (Wilson)"
+                                    for j, ((proposed, tested, acc, _), (lo, hi)) in enumerate(zip(rows, cis))],
+                         hoverinfo="text"), row=1, col=1)
     fig.add_trace(go.Scatter(name="mean α (tested)", x=pos, y=[a if t else None for _, t, _, a in rows],
                              mode="markers", marker={"symbol": "diamond", "size": 12, "color": "#111"},
                              hovertemplate="position %{x}: mean α %{y:.3f}<extra></extra>"), row=1, col=1)
@@ -483,10 +489,14 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
                                  hovertemplate="K=%{x}: ×%{y:.2f}<extra>" + name + "</extra>"), row=1, col=2)
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1}, row=1, col=2)
     s = measured_speedup(trace)
+    iv = speedup_interval(trace)
     if s is not None:
+        bar = {} if iv is None else {"error_y": {"type": "data", "symmetric": False, "array": [iv.high - s],
+                                                 "arrayminus": [s - iv.low], "color": "#000"}}
         fig.add_trace(go.Scatter(name="measured speedup", x=[k_cfg], y=[s], mode="markers", showlegend=False,
                                  marker={"size": 16, "color": pal.ACCEPTED, "line": {"color": "#000", "width": 1.5}},
-                                 hovertemplate="K=%{x}: measured ×%{y:.2f}<extra></extra>"), row=1, col=2)
+                                 hovertext=[f"K={k_cfg}: measured {describe(iv) if iv else f'×{s:.2f}'}"],
+                                 hoverinfo="text", **bar), row=1, col=2)
     policy = trace.config.get("k_policy") or ("heuristic" if trace.config.get("adaptive_k") else "fixed")
     adaptive = "" if policy == "fixed" else f" ({html.escape(str(policy), quote=False)} K policy: K is the cap)"
     pred = predict_speedup(trace, flat=flat)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from specdec_core import MAX_K, SpecConfig, Trace, encode_prompt, stream_baseline, stream_speculative
 from specdec_core.config import K_POLICIES
+from specdec_core.intervals import fill_stats
 
 from .limits import RunClock, RunLimits, acquire_in_turn, run_on
 from .messages import page_error
@@ -187,6 +188,7 @@ def run_session(pool: Pool, pair_key: Any, prompt: Any, cfg: SpecConfig, *, chat
                     yield Event("baseline", trace)
             finally:
                 base_stream.close()
+    fill_stats(trace)                        # the speedup's interval and verdict, now that the baseline is in
     yield Event("done", trace, ending(trace, cut, dropped, with_baseline))
 
 

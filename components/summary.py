@@ -5,8 +5,9 @@ from __future__ import annotations
 import html
 
 from specdec_core import Trace
+from specdec_core.intervals import acceptance_interval, speedup_interval, verdict as speedup_verdict
 
-from .measures import identical_to_baseline, measured_speedup
+from .measures import identical_to_baseline
 
 FINISH = {"eos": "end of sequence", "length": "max new tokens reached", "stopped": "stopped by you", "limit": "stopped at the run limit", "": "running…"}
 
@@ -22,15 +23,16 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ("new tokens", f"{st.new_tokens} ({FINISH.get(trace.finish_reason, trace.finish_reason)})",
          str(len(b.new_token_ids)) if b else "–"),
         ("iterations", str(st.iterations), "–"),
-        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafts)", "–"),
+        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafts; {acceptance_ci(trace)})",
+         "–"),
         ("tokens / iteration", f"{st.mean_tokens_per_iteration:.2f}", "1.00" if b else "–"),
         ("target forwards", str(st.target_forwards), str(b.target_forwards) if b else "–"),
         ("draft forwards", str(st.draft_forwards), "–"),
         ("wall time", f"{st.wall_ms:.0f} ms", f"{b.wall_ms:.0f} ms" if b else "–"),
         ("tokens / s", f"{st.tokens_per_s:.1f}", f"{b.tokens_per_s:.1f}" if b else "–"),
     ]
-    s = measured_speedup(trace)
-    rows.append(("measured speedup", f"×{s:.2f} (tokens/s over the baseline's)" if s is not None
+    s = speedup_interval(trace)
+    rows.append(("measured speedup", speedup_verdict(s) if s is not None
                  else "– (needs a baseline)", ""))
     same = identical_to_baseline(trace)
     greedy = cfg.get("temperature", 0) == 0
@@ -42,6 +44,12 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         verdict = ("yes" if same else "no") + " (sampling: both are samples of the same distribution, not copies)"
     rows.append(("identical to baseline", verdict, ""))
     return rows
+
+
+def acceptance_ci(trace: Trace) -> str:
+    """"95 % CI 38.4–61.6 %" (Wilson) of the run's acceptance rate."""
+    lo, hi = acceptance_interval(trace)
+    return f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %"
 
 
 def summary_html(trace: Trace | None) -> str:
@@ -83,13 +91,13 @@ def summary_line(trace: Trace) -> str:
     k = f"K={cfg.get('k')}{_policy_note(cfg, ' {}')}"
     parts = [f"{st.new_tokens} new tokens in {st.iterations} iterations "
              f"({FINISH.get(trace.finish_reason, trace.finish_reason) or 'unfinished'})",
-             f"acceptance {st.acceptance_rate:.1%} ({st.accepted}/{st.drafted})",
+             f"acceptance {st.acceptance_rate:.1%} ({st.accepted}/{st.drafted}, {acceptance_ci(trace)})",
              f"{st.mean_tokens_per_iteration:.2f} tokens/iteration", f"{st.tokens_per_s:.1f} tokens/s"]
     if b is not None:
         parts.append(f"baseline {b.tokens_per_s:.1f} tokens/s")
-        s = measured_speedup(trace)
+        s = speedup_interval(trace)
         if s is not None:
-            parts.append(f"measured speedup ×{s:.2f}")
+            parts.append(f"measured speedup: {speedup_verdict(s)}")
         same = identical_to_baseline(trace)
         if same is not None:
             parts.append(f"identical to baseline: {'yes' if same else 'no'}")

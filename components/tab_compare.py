@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import SpecConfig
+from specdec_core.intervals import verdict as speedup_verdict
 from specdec_core.teaching.sweeps import Selection, evaluate_drafts, pool_candidates
 
 from .gpu import gpu_task
@@ -39,7 +40,9 @@ def selection_table(sel: Selection) -> tuple[list[str], list[list[Any]]]:
              f"{sum(sel.baseline_forwards) / max(1, len(sel.baseline_forwards)):.1f}", "0", "–"]]
     for i, r in enumerate(sel.ranking):
         same = [x.same_as_baseline for x in r.runs]
-        rows.append([str(i + 1), r.name, f"×{r.mean_speedup:.2f}", f"{r.mean_tokens_per_s:.1f}",
+        iv = r.interval
+        ci = "" if iv is None else f" (95 % CI {iv.low:.2f}–{iv.high:.2f})"
+        rows.append([str(i + 1), r.name, f"×{r.mean_speedup:.2f}{ci}", f"{r.mean_tokens_per_s:.1f}",
                      f"{r.mean_acceptance:.1%}", f"{r.mean_target_forwards:.1f}", f"{r.mean_draft_forwards:.1f}",
                      "–" if None in same else ("yes" if all(same) else "NO")])
     return headers, rows
@@ -62,9 +65,12 @@ def selection_summary_md(sel: Selection, cfg: SpecConfig) -> str:
                f"**No draft beats the baseline here**: the best, {html.escape(best.name)}, reaches ×{best.mean_speedup:.2f}; "
                "use plain decoding for this kind of prompt.")
     n = len(sel.prompts)
+    sure = ("" if best.interval is None
+            else f" With its interval, {html.escape(best.name)} {speedup_verdict(best.interval)}.")
     return (f"{verdict} (mean of the measured speedup on {n} prompt{'s' if n != 1 else ''}; K = {cfg.k}, "
-            f"temperature {cfg.temperature:g}, {cfg.max_new_tokens} new tokens, seed {cfg.seed}). "
-            "Speedup = speculative tokens/s ÷ baseline tokens/s on the same prompt, both measured here.")
+            f"temperature {cfg.temperature:g}, {cfg.max_new_tokens} new tokens, seed {cfg.seed}).{sure} "
+            "Speedup = speculative tokens/s ÷ baseline tokens/s on the same prompt, both measured here; the interval "
+            "is a t interval over the prompts (geometric mean), or for one prompt a bootstrap over its iterations.")
 
 
 def _evaluate(pool: Any, target_key: str, prompts: list[str], chat: bool, cfg: SpecConfig,

@@ -15,6 +15,7 @@ import gradio as gr
 
 from specdec_core import LoadedModel
 from specdec_core.drafters.registry import make_drafter
+from specdec_core.intervals import verdict
 from specdec_core.teaching.sweeps import KSweep, k_sweep
 
 from .gpu import gpu_task
@@ -54,7 +55,8 @@ def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
     cal = sw.predicted_tokens_per_s or [None] * len(sw.runs)
     for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal):
         s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
-        rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}",
+        ci = "" if r.speedup is None else f" ({r.speedup.low:.2f}–{r.speedup.high:.2f})"
+        rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}{ci}",
                      "–" if p is None else f"{p:.1f}", "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
                      "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
                      f"{r.tokens_per_iteration:.2f}",
@@ -67,6 +69,9 @@ def ksweep_md(sw: KSweep) -> str:
     s = best.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
     parts = [f"**Best measured K = {sw.best_k}**: {best.tokens_per_s:.1f} tokens/s, ×{s:.2f} over the baseline "
              f"({sw.baseline_tokens_per_s:.1f} tokens/s)."]
+    if best.speedup is not None:
+        parts.append(f"At that K speculation {verdict(best.speedup)}; the speedup column gives each K's 95 % interval "
+                     "(bootstrap over its iterations; the best of several Ks is the luckiest, so read it with care).")
     if sw.alpha is not None and sw.c is not None:
         parts.append(f"Closed form with the measured α̂ = {sw.alpha:.3f} and ĉ = {sw.c:.3f} (mean draft forward ÷ "
                      f"mean baseline one-token forward, {sw.baseline_token_ms:.1f} ms) picks K = {sw.theory_k()}. "

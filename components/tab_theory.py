@@ -4,7 +4,8 @@ the common approximation, and the latest Live run placed on the charts.
 ``build_theory_tab(ctx, tab)`` lays it out; ``update_theory`` is the one handler.
 
 Stable elem_ids: theory-k, theory-c, theory-refresh, theory-heatmap, theory-kcurves, theory-formulas, theory-md,
-theory-verify, theory-time, theory-cpu-md (the last three from ``cost_ui.build_cost_view``).
+theory-verify, theory-time, theory-cpu-md (from ``cost_ui.build_cost_view``), theory-whatif, theory-whatif-md (from
+``whatif.build_whatif_view``).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from .cost_ui import VERIFY_MEASURED, build_cost_view, cost_point
 from .lab_figures import MeasuredPoint, formula_figure, speedup_heatmap, speedup_vs_k_figure
 from .measures import measured_speedup
 from .tab_helpers import as_float, as_int
+from .whatif import build_whatif_view
 
 # --- theory ---------------------------------------------------------------------------------------
 THEORY_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -103,6 +105,7 @@ def build_theory_tab(ctx: AppContext, tab: Any) -> None:
         with gr.Column(scale=1):
             formulas_p = gr.Plot(formulas, show_label=False, elem_id="theory-formulas")
     verify = build_cost_view(ctx.latest_trace, (refresh.click, tab.select))   # where the time went
+    build_whatif_view(ctx.latest_trace, (refresh.click, tab.select))          # the same run on other hardware
     outs = [heat_p, curves_p, formulas_p, md_c]
     for trigger in (k.release, c.release, refresh.click, tab.select, verify.change):
         trigger(update_theory, [k, c, ctx.latest_trace, verify], outs)

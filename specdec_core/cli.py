@@ -46,12 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def summary_lines(trace, baseline=None) -> list[str]:
+    from .intervals import acceptance_interval, speedup_interval, verdict
     st = trace.stats
     c = trace.config
+    lo, hi = acceptance_interval(trace)
     lines = [
         f"pair: draft={c.get('drafter')} -> target={c.get('target', '?')}  on {c.get('device')} ({c.get('dtype')})",
         f"tokens: {st.new_tokens} in {st.iterations} iterations, {st.mean_tokens_per_iteration:.2f} tokens/iteration",
-        f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %)",
+        f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %, "
+        f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
         f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
         f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
     ]
@@ -59,7 +62,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         same = baseline.new_token_ids == trace.new_token_ids
         lines += [f"baseline:    {baseline.wall_ms:.0f} ms, {baseline.tokens_per_s:.2f} tokens/s, "
                   f"target forwards {baseline.target_forwards} (measured)",
-                  f"speedup: {trace.stats.tokens_per_s / baseline.tokens_per_s:.2f}x tokens/s"
+                  f"speedup: {verdict(speedup_interval(trace))}"
                   if baseline.tokens_per_s > 0 else "speedup: n/a",
                   f"output identical to baseline: {'yes' if same else 'no'}"
                   + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
@@ -73,29 +76,50 @@ def config_from_args(args: argparse.Namespace) -> SpecConfig:
                               k_policy=args.k_policy, confidence_stop=args.confidence_stop)
 
 
+NAMED = ("bundled", "ngram", "self", "trained", "feature")   # the built-in target and draft names
+
+
+def check_pair(target_key: str, draft_key: str) -> None:
+    """Refuse bad names and a shipped draft with another target, before anything is loaded (ValueError)."""
+    from .drafters.registry import SHIPPED
+    from .models.loading import validate_model_id
+    for key in (target_key, draft_key):
+        if key not in NAMED:
+            validate_model_id(key)
+    if draft_key in SHIPPED and target_key != "bundled":
+        raise ValueError(f"--draft {draft_key}: {SHIPPED[draft_key]} is made for the bundled SmolLM2-135M-Instruct "
+                         f"only, not for {target_key!r}")
+
+
+def load_pair(target_key: str, draft_key: str, device: str | None = None) -> tuple:
+    """(the target as a pool's LoadedModel, a drafter for it) from the CLI's names (see ``--target``, ``--draft``);
+    ValueError / RuntimeError / OSError say what is wrong."""
+    from .drafters.registry import make_drafter
+    from .models.pool import ModelPool
+    check_pair(target_key, draft_key)
+    pool = ModelPool(allow_local=True, device=device)
+    target = pool.get(target_key)
+    return target, make_drafter(pool, target, draft_key)
+
+
 def run(args: argparse.Namespace) -> int:
     from .decoding.baseline import baseline_generate, warm_up
     from .decoding.engine import speculative_generate
-    from .models.pool import ModelPool
-    from .drafters.registry import make_drafter
-    from .models.loading import encode_prompt, validate_model_id
+    from .models.loading import encode_prompt
+    from .intervals import fill_stats
     cfg = config_from_args(args)
     if args.draft is None:   # the app's default pair for the bundled target; prompt lookup works with any other
         args.draft = "feature" if args.target == "bundled" else "ngram"
     if not args.prompt.strip():
         raise ValueError("the prompt is empty")
-    for key in (args.target, args.draft):  # refuse bad names before loading anything
-        if key not in ("bundled", "ngram", "self", "trained", "feature"):
-            validate_model_id(key)
-    pool = ModelPool(allow_local=True, device=args.device)
-    target = pool.get(args.target)
-    drafter = make_drafter(pool, target, args.draft)
+    target, drafter = load_pair(args.target, args.draft, args.device)
     ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
     warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())
     trace = speculative_generate(target.model, drafter, ids, cfg, target.tokenizer, prompt=args.prompt,
                                  meta={"target": target.label, "draft": args.draft})
     if args.baseline:
         trace.baseline = baseline_generate(target.model, ids, cfg, target.tokenizer)
+        fill_stats(trace)
     print(trace.text)
     print("---")
     print("\n".join(summary_lines(trace, trace.baseline)))

@@ -20,6 +20,7 @@ MAX_TOP = 64
 MAX_TEXT = 200_000
 MAX_REASON = 500          # an iteration's one-line reasons (k_reason, draft_stop)
 ALPHA_TOL = 1e-4
+OPTIONAL_STATS = ("prefill_ms", "acceptance_ci", "speedup", "speedup_ci", "speedup_ci_method", "verdict")
 
 
 @dataclass
@@ -87,6 +88,12 @@ class Stats:
     wall_ms: float = 0.0
     tokens_per_s: float = 0.0
     prefill_ms: float = 0.0
+    # 95 % intervals (``intervals.fill_stats``); empty / 0 / "" in older traces and before they are filled
+    acceptance_ci: list[float] = field(default_factory=list)   # Wilson [low, high] of acceptance_rate
+    speedup: float = 0.0                   # tokens/s over the same run's baseline's (0: no baseline)
+    speedup_ci: list[float] = field(default_factory=list)      # [low, high]
+    speedup_ci_method: str = ""            # how speedup_ci was obtained ("bootstrap over iterations")
+    verdict: str = ""                      # "pays here: ×1.42 (95 % CI …)", "does not pay here: …", …
 
 
 @dataclass
@@ -289,10 +296,21 @@ def _parse_trace(d: Any) -> Trace:
     if [t for it in iterations for t in it.emitted] != new_ids:
         _fail("iterations", "the emitted tokens do not concatenate to new_token_ids")
     st = _dict(_get(d, "stats", "trace", dict), "stats")
-    stats = Stats(**{f: _get(st, f, "stats", type(getattr(Stats(), f)), optional=(f == "prefill_ms"),
-                             default=0.0) for f in Stats.__dataclass_fields__})
+    defaults = Stats()
+    stats = Stats(**{f: _get(st, f, "stats", type(getattr(defaults, f)), optional=f in OPTIONAL_STATS,
+                             default=getattr(defaults, f)) for f in Stats.__dataclass_fields__})
+    for f in ("acceptance_ci", "speedup_ci"):
+        v = getattr(stats, f)
+        if v and (len(v) != 2 or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                         and math.isfinite(x) and x >= 0 for x in v)):
+            _fail(f"stats.{f}", "expected [low, high], two non-negative numbers")
+        setattr(stats, f, [float(x) for x in v])
+    if len(stats.verdict) > MAX_REASON or len(stats.speedup_ci_method) > MAX_REASON:
+        _fail("stats.verdict", "text too long")
     if stats.new_tokens != len(new_ids) or stats.iterations != len(iterations):
         _fail("stats", "new_tokens / iterations disagree with the iterations")
+    if not 0 <= stats.accepted <= stats.drafted:
+        _fail("stats", f"accepted ({stats.accepted}) must be between 0 and drafted ({stats.drafted})")
     baseline = None
     bd = _get(d, "baseline", "trace", dict, optional=True)
     if bd is not None:

@@ -42,8 +42,22 @@ def test_smoke_the_default_live_run(page):
     assert _plot_traces(pg, "plot-race") == 2, "race needs the speculative and the baseline curves"
     assert _plot_traces(pg, "plot-timeline") >= 4
     summary = pg.inner_text("#summary")
-    assert "measured speedup" in summary and "identical to baseline" in summary
+    assert "measured speedup" in summary and "identical to baseline" in summary and "95 % CI" in summary
     assert "yes" in pg.locator("#summary tr", has_text="identical to baseline").inner_text()
+
+
+@pytest.mark.slow
+def test_theory_prices_the_live_run_on_other_hardware(page):
+    pg = page
+    run_live(pg, max_new=24)
+    pg.get_by_role("tab", name="Theory").click()
+    pg.click("#theory-refresh")
+    pg.wait_for_function("() => (document.querySelector('#theory-whatif-md') || {}).innerText?.includes('NVIDIA "
+                         "H100')", timeout=60_000)
+    _wait_for_data(pg, "theory-whatif")
+    table = pg.inner_text("#theory-whatif-md")
+    assert "this device (cpu), measured costs" in table and "Measured here" in table and "95 % CI" in table
+    assert _plot_traces(pg, "theory-whatif") == 2        # measured here; predicted on this device and the profiles
 
 
 @pytest.mark.slow

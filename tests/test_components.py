@@ -213,9 +213,11 @@ def test_residual_empty_state_when_nothing_was_rejected(trace):
 
 def test_positions_rates_and_histogram(trace):
     fig = F.positions_figure(trace)
-    rate = _by_name(fig, "accepted / tested")
+    rate = _by_name(fig, "accepted / tested (95 % CI)")
     assert list(rate.x) == [1, 2, 3, 4]
     assert list(rate.y) == [1.0, 1.0, 0.5, None]
+    # Wilson error bars: position 3 is 1 of 2 -> 0.0945 .. 0.9055 (symmetric around 0.5)
+    assert rate.error_y.array[2] == pytest.approx(0.4055, abs=1e-4) == rate.error_y.arrayminus[2]
     hist = _by_name(fig, "iterations")
     assert list(hist.x) == [0, 1, 2, 3, 4] and list(hist.y) == [1, 0, 1, 1, 0]
 
@@ -234,7 +236,9 @@ def test_theory_against_the_closed_form(trace):
     flat = _by_name(F.theory_figure(trace, flat=True), "calibrated, flat verify (GPU-like)")
     assert all(f >= m - 1e-9 for f, m in zip(flat.y, calibrated.y))     # a flat verify never costs more here
     assert list(_by_name(fig, "measured").y) == pytest.approx([8 / 3])
-    assert list(_by_name(fig, "measured speedup").y) == pytest.approx([114.0 / 66.5])
+    point = _by_name(fig, "measured speedup")
+    assert list(point.y) == pytest.approx([114.0 / 66.5])
+    assert point.error_y.array[0] >= 0 and "95 % CI" in point.hovertext[0]
     assert f"{a:.3f}" in fig.layout.title.text
 
 
@@ -295,7 +299,9 @@ def test_summary_reports_measured_numbers_with_device_and_dtype(trace):
     rows = {r[0]: r for r in summary_rows(trace)}
     assert rows["target forwards"][1:] == ("4", "9")
     assert rows["new tokens"][1].startswith("8 ")
-    assert rows["measured speedup"][1].startswith(f"×{114.0 / 66.5:.2f} ")
+    assert rows["measured speedup"][1].startswith(f"can't tell yet — run more tokens: ×{114.0 / 66.5:.2f} (95 % CI ")
+    assert "bootstrap over iterations" in rows["measured speedup"][1]   # 8 tokens: too few to decide
+    assert "95 % CI" in rows["acceptance rate"][1]
     assert rows["identical to baseline"][1].startswith("yes")
     h = summary_html(trace)
     assert "measured on cpu in float32" in h

@@ -56,6 +56,7 @@ CASES = {
     "bool as number": (lambda d: d["iterations"][0].update(verify_ms=True), "expected a number"),
     "negative time": (lambda d: d["iterations"][0].update(verify_ms=-1.0), ">= 0"),
     "stats disagree": (lambda d: d["stats"].update(new_tokens=999), "stats"),
+    "more accepted than drafted": (lambda d: d["stats"].update(accepted=d["stats"]["drafted"] + 1), "accepted"),
     "config nested": (lambda d: d["config"].update(evil={"a": 1}), "short scalars"),
     "too many drafts": (lambda d: d["iterations"][0].update(drafts=[first_draft(d)] * 65), "more than 64"),
     "bad finish": (lambda d: d.update(finish_reason="exploded"), "finish_reason"),

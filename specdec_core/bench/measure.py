@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..config import SpecConfig
+from ..intervals import rounds_interval, verdict
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,7 @@ class Comparison:
     ratio: Spread | None          # per-round tokens/s of a over b; None when refused
     refused: str | None           # why no ratio was reported
     cpu_ratio: Spread | None = None   # the same ratio by CPU time (tokens per CPU-second)
+    ci: list[float] | None = None     # 95 % t interval of the ratio's geometric mean over the rounds (>= 2 rounds)
 
 
 def compare(job: str, label: str, a: str, b: str, prompt: BenchPrompt,
@@ -327,8 +329,9 @@ def compare(job: str, label: str, a: str, b: str, prompt: BenchPrompt,
     pairs = list(zip(results[a], results[b]))
     ratios = [ra.tokens_per_s / rb.tokens_per_s for ra, rb in pairs]
     cpu = [rb.cpu_seconds / ra.cpu_seconds for ra, rb in pairs if ra.cpu_seconds > 0 and rb.cpu_seconds > 0]
+    iv = rounds_interval(ratios)
     return Comparison(job, label, a, b, prompt.name, prompt.kind, Spread.of(ratios), None,
-                      Spread.of(cpu) if cpu else None)
+                      Spread.of(cpu) if cpu else None, iv.to_list() if iv else None)
 
 
 @dataclass
@@ -344,6 +347,8 @@ class Aggregate:
     goal: str = ""                # e.g. ">= 1.10"
     met: bool | None = None
     cpu_ratio: float | None = None  # geometric mean of the per-prompt median CPU-time ratios
+    ci: list[float] | None = None   # 95 % t interval of that geometric mean over the prompts (>= 2 prompts)
+    verdict: str = ""               # "pays here: …" / "does not pay here: …" / "can't tell yet …" from it
 
 
 def geomean(values: list[float]) -> float:
@@ -361,6 +366,8 @@ def aggregate(comparisons: list[Comparison], job: str, label: str, kind: str = "
         agg.hi = max(c.ratio.max for c in ok)
         cpu = [c.cpu_ratio.median for c in ok if c.cpu_ratio is not None]
         agg.cpu_ratio = geomean(cpu) if len(cpu) == len(ok) else None
+        iv = rounds_interval([c.ratio.median for c in ok])
+        agg.ci, agg.verdict = (iv.to_list(), verdict(iv)) if iv else (None, "")
     if at_least is not None:
         agg.goal = f">= {at_least:.2f}"
         agg.met = None if agg.ratio is None else agg.ratio >= at_least

@@ -133,9 +133,10 @@ def render_report(report: dict) -> str:
                    f"generate(assistant_model=...) with its default schedule.")
     out.append("")
     out += ["Ratios, tokens/s of A over B: geometric mean over prompts of each prompt's median per-round ratio, "
-            "[min–max] over all rounds; reported only where both sides' outputs were token-for-token identical "
-            "in every round. Tracing overhead = 1 − (full trace / minimal trace). The last column is the same "
-            "ratio by this process's CPU time (tokens per CPU-second), steadier when the machine is shared.", "",
+            "[min–max] over all rounds, and the 95 % t interval of the geometric mean over the prompts (each "
+            "prompt's ratio from interleaved rounds); reported only where both sides' outputs were token-for-token "
+            "identical in every round. Tracing overhead = 1 − (full trace / minimal trace). The last column is the "
+            "same ratio by this process's CPU time (tokens per CPU-second), steadier when the machine is shared.", "",
             "| job | A vs B | all prompts | extractive | open-ended | target | met | all, by CPU time |",
             "|---|---|---|---|---|---|---|---|"]
     aggs: dict[tuple[str, str], dict[str, dict]] = {}
@@ -217,7 +218,8 @@ def _fmt_ratio(a: dict | None) -> str:
     refused = f" ({a['refused']} of {a['prompts']} refused)" if a["refused"] else ""
     if a["ratio"] is None:
         return "REFUSED: outputs differ" + refused
-    return f"{a['ratio']:.2f}x [{a['lo']:.2f}–{a['hi']:.2f}]{refused}"
+    ci = f", 95 % CI {a['ci'][0]:.2f}–{a['ci'][1]:.2f}" if a.get("ci") else ""
+    return f"{a['ratio']:.2f}x [{a['lo']:.2f}–{a['hi']:.2f}{ci}]{refused}"
 
 
 def write_json(report: dict, path: str) -> None:

@@ -23,6 +23,7 @@ from ..bugs import NO_BUGS, InjectedBugs
 from ..config import SpecConfig
 from ..drafters.base import DraftOutlook, Drafter, DraftPolicy, Proposal, outlook_of
 from ..policy.kpolicy import KPolicy, make_k_policy
+from ..policy.roofline import shape_meta
 from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
@@ -118,7 +119,8 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
                          confidence_stop=cfg.confidence_stop)
     trace = Trace(config={**cfg.to_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),
                           "device": str(tgt.device),
-                          "dtype": str(next(target.parameters()).dtype).replace("torch.", ""), **(meta or {})},
+                          "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
+                          **shape_meta(target, drafter), **(meta or {})},
                   prompt=prompt, prompt_ids=list(ids))
     k_policy = make_k_policy(cfg, target, drafter)   # "cost" calibrates here (once per process), before the clock
     trace.calibration = k_policy.calibration

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..drafters.base import Proposal
+from ..intervals import fill_stats
 from ..trace import BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Trace
 from .verify import Top, Verdict
 
@@ -89,6 +90,7 @@ def finish_stats(trace: Trace, wall_ms: float) -> None:
     st.mean_tokens_per_iteration = st.new_tokens / st.iterations if st.iterations else 0.0
     st.wall_ms = wall_ms
     st.tokens_per_s = st.new_tokens / (wall_ms / 1000) if wall_ms > 0 else 0.0
+    fill_stats(trace)          # the acceptance's interval (the speedup's once a baseline is attached)
 
 
 class RunningText:

@@ -32,6 +32,7 @@ from ..policy.costmodel import Costs, acceptance_profile, costs_from_traces, pre
 from ..policy.closed_form import estimate_alpha, speedup
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
 from ..trace import BaselineResult, Trace
+from ..intervals import Interval, rounds_interval, speedup_interval
 
 Progress = Callable[[int, int], None]
 MAX_SWEEP_POINTS = 32
@@ -139,6 +140,7 @@ class KRun:
     draft_forwards: int
     draft_ms: list[float]        # every draft forward (or lookup) of the run
     same_as_baseline: bool | None  # greedy only: identical tokens to the baseline
+    speedup: Interval | None = None  # over the sweep's baseline, with its bootstrap interval over iterations
 
 
 @dataclass
@@ -202,7 +204,7 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
         on_progress(total, total)
     base: BaselineResult = out["baseline"]
     traces: list[Trace] = [out[f"K={k}"] for k in ks]
-    runs = [_k_run(k, t, base.new_token_ids if cfg.greedy else None) for k, t in zip(ks, traces)]
+    runs = [_k_run(k, t, base, cfg.greedy) for k, t in zip(ks, traces)]
     name = traces[-1].config.get("drafter", "")
     alphas = [d.alpha for t in traces for it in t.iterations for d in it.drafts if d.tested]
     alpha = sum(alphas) / len(alphas) if alphas else None
@@ -259,12 +261,22 @@ def calibrated_curves(sweep: KSweep, traces: Sequence[Trace], base: Any,
     return costs
 
 
-def _k_run(k: int, trace: Trace, baseline_ids: list[int] | None) -> KRun:
+def _k_run(k: int, trace: Trace, base: BaselineResult, greedy: bool) -> KRun:
     st = trace.stats
-    same = None if baseline_ids is None else trace.new_token_ids == baseline_ids
+    same = trace.new_token_ids == base.new_token_ids if greedy else None
     return KRun(k, st.tokens_per_s, st.acceptance_rate, estimate_alpha(trace), st.mean_tokens_per_iteration,
                 st.drafted / st.iterations if st.iterations else 0.0, st.new_tokens, st.wall_ms, st.target_forwards, st.draft_forwards,
-                [ms for it in trace.iterations for ms in it.draft_ms], same)
+                [ms for it in trace.iterations for ms in it.draft_ms], same, _against(trace, base))
+
+
+def _against(trace: Trace, base: BaselineResult) -> Interval | None:
+    """The run's speedup over ``base`` with its bootstrap interval (the trace itself is left as it is)."""
+    own = trace.baseline
+    trace.baseline = base
+    try:
+        return speedup_interval(trace)
+    finally:
+        trace.baseline = own
 
 
 # --- 3. draft comparison and automatic selection ----------------------------------------------------
@@ -297,6 +309,7 @@ class DraftRun:
     draft_forwards: int
     new_tokens: int
     same_as_baseline: bool | None
+    interval: Interval | None = None   # its speedup's bootstrap interval over iterations
 
 
 @dataclass
@@ -308,6 +321,14 @@ class Ranked:
     mean_target_forwards: float
     mean_draft_forwards: float
     runs: list[DraftRun]
+
+    @property
+    def interval(self) -> Interval | None:
+        """The speedup over the prompts (each prompt a round: its baseline and this draft back to back) with a
+        t interval on the logs; one prompt: that run's bootstrap interval over iterations."""
+        if len(self.runs) >= 2:
+            return rounds_interval([r.speedup for r in self.runs])
+        return self.runs[0].interval if self.runs else None
 
 
 @dataclass
@@ -376,7 +397,8 @@ def evaluate_drafts(target: torch.nn.Module, tokenizer: Any, candidates: Sequenc
             runs[cand.name].append(DraftRun(
                 cand.name, i, st.tokens_per_s, st.tokens_per_s / base.tokens_per_s if base.tokens_per_s else 0.0,
                 st.acceptance_rate, estimate_alpha(trace), st.mean_tokens_per_iteration, st.target_forwards,
-                st.draft_forwards, st.new_tokens, trace.new_token_ids == base.new_token_ids if cfg.greedy else None))
+                st.draft_forwards, st.new_tokens, trace.new_token_ids == base.new_token_ids if cfg.greedy else None,
+                _against(trace, base)))
             done += 1
             if on_progress is not None:
                 on_progress(done, total)

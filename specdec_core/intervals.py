@@ -1,0 +1,179 @@
+"""How sure a measured figure is: 95 % intervals and the plain verdict built on them.
+
+- **Acceptance** (overall and per draft position) is a share of trials: a Wilson score interval (no
+  continuity correction, as R's ``prop.test(correct = FALSE)`` and statsmodels' ``method="wilson"``). The
+  overall rate treats every draft as its own trial; drafts of one iteration are not independent (a
+  rejection ends the iteration), so read it as a little too narrow. Per position j the trials are the
+  iterations that tested a j-th draft, one each.
+- **Speedup** from one run with its baseline: a percentile bootstrap over iterations (the speculative
+  run's iterations and the baseline's tokens resampled with replacement, the prefills kept fixed; seeded,
+  so the same trace always gives the same interval). It measures the run-to-run noise of iterations, not
+  a drift of the machine between the speculative run and its baseline, and says so in its label.
+- **Speedup** from repeated interleaved rounds (the bench, the K sweep, the comparison): a t interval on
+  the logs of the per-round speedups (their geometric mean), which does cover drift between rounds.
+- **Verdict**: from the interval, not the point: "pays here" when all of it is above ×1, "does not pay
+  here" when all of it is below, otherwise (or when the sample is too small for any interval to mean much)
+  "can't tell yet — run more tokens".
+
+Pure functions over plain numbers, plus readers of a ``Trace``; numpy for the bootstrap.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .trace import Trace
+
+Z95 = 1.959963984540054           # the normal 97.5 % quantile
+BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_SEED = 0
+MIN_ITERATIONS = 10               # fewer speculative iterations than this: no verdict from a bootstrap
+MIN_BASELINE_TOKENS = 16          # fewer baseline tokens than this: no verdict from a bootstrap
+MIN_ROUNDS = 3                    # fewer interleaved rounds than this: no verdict from rounds
+BOOTSTRAP = "bootstrap over iterations"
+ROUNDS = "interleaved rounds"
+CANT_TELL = "can't tell yet — run more tokens"
+
+
+def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion successes / trials; (0, 1) with no trials."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    if trials == 0:
+        return 0.0, 1.0
+    p = successes / trials
+    z2n = z * z / trials
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * math.sqrt(p * (1 - p) / trials + z2n / (4 * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its 95 % interval, how it was obtained, and whether the sample is big enough
+    for the interval to decide anything."""
+    point: float
+    low: float
+    high: float
+    method: str                  # BOOTSTRAP or ROUNDS
+    enough: bool = True
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
+
+
+# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (then the normal's).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError("a t quantile needs at least one degree of freedom")
+    return _T975[df - 1] if df <= len(_T975) else Z95
+
+
+def rounds_interval(speedups: Sequence[float]) -> Interval | None:
+    """The geometric mean of per-round speedups (each from one interleaved round: both sides measured back
+    to back) with a t interval on their logs; None with fewer than two positive rounds."""
+    logs = [math.log(s) for s in speedups if s > 0 and math.isfinite(s)]
+    if len(logs) < 2:
+        return None
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), ROUNDS, len(logs) >= MIN_ROUNDS)
+
+
+def bootstrap_speedup(iter_tokens: Sequence[int], iter_ms: Sequence[float], fixed_ms: float,
+                      base_ms: Sequence[float], base_fixed_ms: float, base_fixed_tokens: int = 0,
+                      samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """A percentile bootstrap 95 % interval of (tokens / time) of the speculative run over the baseline's.
+    The run's iterations (tokens, ms) and the baseline's tokens (one each, ``base_ms``) are resampled with
+    replacement; each side's fixed part (prefill: ``fixed_ms``; the baseline's ``base_fixed_ms`` carrying
+    ``base_fixed_tokens``) is added to every resample. Deterministic for a given seed."""
+    if not iter_ms or not base_ms or len(iter_tokens) != len(iter_ms):
+        raise ValueError("need iterations (tokens and times alike) and baseline token times")
+    rng = np.random.default_rng(seed)
+    tok, ms, bms = (np.asarray(x, dtype=float) for x in (iter_tokens, iter_ms, base_ms))
+    pick = rng.integers(0, len(ms), size=(samples, len(ms)))
+    spec = tok[pick].sum(axis=1) / (fixed_ms + ms[pick].sum(axis=1))
+    bpick = rng.integers(0, len(bms), size=(samples, len(bms)))
+    base = (len(bms) + base_fixed_tokens) / (base_fixed_ms + bms[bpick].sum(axis=1))
+    lo, hi = np.percentile(spec / base, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def verdict(interval: Interval | None) -> str:
+    """The plain-words verdict: "pays here: ×1.42 (95 % CI 1.31–1.53, <method>)", "does not pay here: …",
+    or "can't tell yet — run more tokens: …" (straddling ×1, or too small a sample)."""
+    if interval is None:
+        return CANT_TELL
+    head = CANT_TELL
+    if interval.enough and interval.low > 1.0:
+        head = "pays here"
+    elif interval.enough and interval.high < 1.0:
+        head = "does not pay here"
+    return f"{head}: {describe(interval)}"
+
+
+def describe(interval: Interval) -> str:
+    """"×1.42 (95 % CI 1.31–1.53, bootstrap over iterations)"."""
+    small = "" if interval.enough else "; too few to decide"
+    return (f"×{interval.point:.2f} (95 % CI {interval.low:.2f}–{interval.high:.2f}, "
+            f"{interval.method}{small})")
+
+
+# --- read off a trace -------------------------------------------------------------------------------
+
+def acceptance_interval(trace: Trace) -> tuple[float, float]:
+    """Wilson 95 % interval of the run's acceptance rate (accepted / drafted)."""
+    return wilson(trace.stats.accepted, trace.stats.drafted)
+
+
+def position_intervals(trace: Trace) -> list[tuple[int, int, float, float]]:
+    """Per draft position (0-based): (tested, accepted, Wilson low, Wilson high) of the conditional
+    acceptance (accepted among the j-th drafts that were tested)."""
+    width = max((len(it.drafts) for it in trace.iterations), default=0)
+    out = []
+    for j in range(width):
+        ds = [it.drafts[j] for it in trace.iterations if len(it.drafts) > j and it.drafts[j].tested]
+        acc = sum(d.accepted for d in ds)
+        out.append((len(ds), acc, *wilson(acc, len(ds))))
+    return out
+
+
+def speedup_interval(trace: Trace) -> Interval | None:
+    """The measured speedup (tokens/s over the same run's baseline's) with its bootstrap interval over
+    iterations; None without a baseline."""
+    b, st = trace.baseline, trace.stats
+    if (b is None or not b.token_ms or not trace.iterations or b.tokens_per_s <= 0 or st.tokens_per_s <= 0
+            or b.wall_ms <= 0):
+        return None
+    ms = [it.catchup_ms + sum(it.draft_ms) + it.verify_ms + it.other_ms for it in trace.iterations]
+    tokens = [len(it.emitted) for it in trace.iterations]
+    fixed = max(0.0, st.wall_ms - sum(ms))
+    if len(b.token_ms) > 1:     # the first baseline token carries the prefill: a fixed part
+        lo, hi = bootstrap_speedup(tokens, ms, fixed, b.token_ms[1:], b.token_ms[0], 1)
+    else:
+        lo, hi = bootstrap_speedup(tokens, ms, fixed, b.token_ms, 0.0)
+    point = st.tokens_per_s / b.tokens_per_s
+    enough = len(trace.iterations) >= MIN_ITERATIONS and len(b.token_ms) >= MIN_BASELINE_TOKENS
+    return Interval(point, min(lo, point), max(hi, point), BOOTSTRAP, enough)
+
+
+def fill_stats(trace: Trace) -> Trace:
+    """Write the intervals into ``trace.stats`` (acceptance_ci; with a baseline also speedup, speedup_ci,
+    speedup_ci_method and verdict) and return the trace."""
+    st = trace.stats
+    st.acceptance_ci = list(acceptance_interval(trace))
+    iv = speedup_interval(trace)
+    st.speedup = iv.point if iv else 0.0
+    st.speedup_ci = iv.to_list() if iv else []
+    st.speedup_ci_method = iv.method if iv else ""
+    st.verdict = verdict(iv) if iv else ""
+    return trace
