@@ -56,6 +56,30 @@ class BonusRecord:
 
 
 @dataclass
+class TreeNodeRecord:
+    """One drafted node of a token tree (``TreeRecord``)."""
+    token_id: int
+    text: str
+    parent: int                  # index of the parent node; -1 = the root (the token the tree hangs under)
+    q: float                     # warped draft probability of this token at its parent (1.0 for a point mass)
+    p: float                     # warped target probability of this token at its parent
+    status: str                  # "accepted" (on the accepted path) | "rejected" (tested, failed) | "untested"
+    alpha: float | None = None   # the acceptance probability it was tested with; None when the rule has none
+                                 # (greedy, the target-draw rule) or untested
+    u: float | None = None       # its uniform draw; None when the rule draws none or untested
+
+
+@dataclass
+class TreeRecord:
+    """An iteration's token tree: every node, how siblings were chosen, the rule that verified them, and the
+    accepted path. The iteration's ``drafts`` list the accepted path as a chain, so chain figures still read it."""
+    nodes: list[TreeNodeRecord]
+    siblings: str                # "independent" (drawn i.i.d. from q) | "distinct" (the draft's top candidates)
+    rule: str                    # the verification rule's name (decoding.tree_verify)
+    path: list[int]              # accepted node indices, root to leaf
+
+
+@dataclass
 class IterationRecord:
     index: int
     start_len: int               # sequence length (prompt + generated) when the iteration began
@@ -72,6 +96,7 @@ class IterationRecord:
     catchup_ms: float = 0.0      # a draft model's forward over > 2 tokens it had not seen (its prompt, or what
                                  # was emitted while it sat out), before its first draft step; 0 in older traces
     draft_stop: str = ""         # why the drafter proposed fewer than k drafts (one line); "" = k, or older traces
+    tree: TreeRecord | None = None  # the token tree this iteration verified; None for a chain (and older traces)
 
 
 @dataclass
@@ -120,6 +145,9 @@ class Trace:
             del d["baseline"]
         if self.calibration is None:
             del d["calibration"]
+        for it in d["iterations"]:   # chain iterations are written exactly as before trees existed
+            if it.get("tree") is None:
+                it.pop("tree", None)
         return d
 
     @classmethod
