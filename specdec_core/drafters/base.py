@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -97,8 +97,11 @@ def outlook_of(drafter: Any) -> Callable[[list[int], int | None], DraftOutlook] 
 CATCHUP_MIN = 2   # unseen tokens a draft model's first step absorbs itself (the bonus and the last draft)
 
 
-def with_catchup(prop: Proposal, catchup_ms: float) -> Proposal:
-    """``prop`` with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
+P = TypeVar("P")
+
+
+def with_catchup(prop: P, catchup_ms: float) -> P:
+    """``prop`` (a Proposal or a TreeProposal) with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
     if catchup_ms > 0:
         prop.catchup_ms, prop.forwards = catchup_ms, prop.forwards + 1
     return prop
