@@ -37,9 +37,8 @@ import torch
 from ..bugs import NO_BUGS, InjectedBugs
 from ..drafters.tree import TreeProposal, children
 from ..sampling import Warping, acceptance_probs, residual_distribution, sample
+from ..trace import TREE_RULES as RULES
 from .verify import TOP_N, Top, _to_host, _top
-
-RULES = ("greedy", "recursive_rejection", "target_draw")
 
 
 def rule_for(siblings: str, greedy: bool, bugs: InjectedBugs = NO_BUGS) -> str:
