@@ -21,7 +21,8 @@ import html
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.drafters.tree import depths, path_to
+from specdec_core.drafters.tree import depths
+from specdec_core.models.tree_attention import visibility
 from specdec_core.trace import IterationRecord, TreeNodeRecord, TreeRecord
 
 from . import palette as pal
@@ -95,16 +96,27 @@ def sibling_order(tree: TreeRecord) -> list[int]:
     return out
 
 
-def walk_text(node: TreeNodeRecord, order: int) -> str:
-    """One line on how the rule treated the node: its try number with α and u (rules that walk the siblings),
-    or just the verdict (rules with no α: greedy, the target-draw rule)."""
-    mark = {"accepted": "✓", "rejected": "✗", "untested": "not tested"}.get(node.status, node.status)
+RULE_NAMES = {"greedy": "greedy: follow the child that is argmax p",
+              "recursive_rejection": "recursive rejection (SpecInfer): siblings tried in order, u < α",
+              "target_draw": "target draw: y ~ p, descend if y is a child"}
+
+
+def walk_text(node: TreeNodeRecord, order: int, rule: str = "recursive_rejection") -> str:
+    """One line on how the rule treated the node: under recursive rejection its try number with α and u
+    (siblings are tried in proposal order); under greedy and the target draw, which test all siblings at once,
+    whether it was the target's choice."""
     if node.status == "untested":
-        return mark
-    if node.alpha is None:
-        return f"{mark} {'accepted' if node.status == 'accepted' else 'not chosen'}"
-    u = "" if node.u is None else f" u {_fmt(node.u)}"
-    return f"try {order}: α {_fmt(node.alpha)}{u} {mark}"
+        return "not tested"
+    ok = node.status == "accepted"
+    mark = "✓" if ok else "✗"
+    if node.alpha is not None:
+        u = "" if node.u is None else f" u {_fmt(node.u)}"
+        return f"try {order}: α {_fmt(node.alpha)}{u} {mark}"
+    if rule == "greedy":
+        return f"{'=' if ok else '≠'} argmax p {mark}"
+    if rule == "target_draw":
+        return f"y ~ p {'hit it' if ok else 'missed it'} {mark}"
+    return f"{'accepted' if ok else 'rejected'} {mark}"
 
 
 def _colour(status: str) -> str:
@@ -122,14 +134,19 @@ def _root_label(trace: Trace, i: int) -> str:
     return "<b>root</b><br>(the prompt's end)" if prev is None else "<b>root</b>"
 
 
-def _final(it: IterationRecord) -> tuple[str, str, str] | None:
+REPLACEMENT = {"greedy": "argmax p, which no child matched",
+               "recursive_rejection": "every child failed: drawn from the last residual",
+               "target_draw": "the target's draw y ~ p, not a child"}
+
+
+def _final(it: IterationRecord, rule: str) -> tuple[str, str, str] | None:
     """(label, hover, colour) of the token the iteration ends with, or None."""
     if it.resampled is not None:
         r = it.resampled
         tok = r.text or str(r.token_id)
         return (f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>resampled<br>p {_fmt(r.p)}",
-                f"{html.escape(repr(tok), quote=False)} (id {r.token_id})<br>drawn where every child failed; "
-                f"p = {r.p:.4f}", pal.RESAMPLED)
+                f"{html.escape(repr(tok), quote=False)} (id {r.token_id})<br>"
+                f"{REPLACEMENT.get(rule, 'every child failed')}; p = {r.p:.4f}", pal.RESAMPLED)
     if it.bonus is not None:
         b = it.bonus
         tok = b.text or str(b.token_id)
@@ -154,7 +171,7 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
         return empty_figure(title, chain_hint(trace, it), 220)
     tree = it.tree
     parents = [nd.parent for nd in tree.nodes]
-    final = _final(it)
+    final = _final(it, tree.rule)
     under = (tree.path[-1] if tree.path else -1) if final is not None else None
     rows, root_row, n_rows = tidy_rows(parents, under)
     xs = depths(parents) + ([len(tree.path) + 1] if final is not None else [])
@@ -183,7 +200,7 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
     for j, nd in enumerate(tree.nodes):
         tok = nd.text or str(nd.token_id)
         labels.append(f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>q {_fmt(nd.q)} · p {_fmt(nd.p)}<br>"
-                      f"{walk_text(nd, order[j])}")
+                      f"{walk_text(nd, order[j], tree.rule)}")
         hovers.append(f"node {j + 1}: {html.escape(repr(tok), quote=False)} (id {nd.token_id}), depth {xs[j]}, "
                       f"child {order[j]} of its parent<br>q = {nd.q:.4f} · p = {nd.p:.4f}<br>"
                       f"α = {_fmt(nd.alpha)} · u = {_fmt(nd.u)} · {html.escape(nd.status, quote=False)}")
@@ -207,10 +224,11 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
                                 "dash": "dot" if st == "untested" else "solid"}})
     tested = sum(nd.status != "untested" for nd in tree.nodes)
     m = len(it.emitted)
+    rule = RULE_NAMES.get(tree.rule, tree.rule)
     subtitle = html.escape(
-        f"{len(tree.nodes)} nodes drafted ({tree.siblings} siblings), {tested} tested by the rule “{tree.rule}”; "
-        f"accepted path {len(tree.path)} node{'s' if len(tree.path) != 1 else ''} → {m} token{'s' if m != 1 else ''} "
-        f"from ONE target forward ({it.verify_ms:.0f} ms)", quote=False)
+        f"{len(tree.nodes)} nodes drafted ({tree.siblings} siblings), {tested} tested; accepted path "
+        f"{len(tree.path)} node{'s' if len(tree.path) != 1 else ''} → {m} token{'s' if m != 1 else ''} from ONE target "
+        f"forward ({it.verify_ms:.0f} ms)<br>rule: {rule}", quote=False).replace("&lt;br&gt;", "<br>")
     subtitle += "<br>thick green: the accepted path · vermillion: tested, rejected · dotted: not tested"
     height = min(MAX_HEIGHT, max(300, 160 + SLOT_PX * n_rows))
     _layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
@@ -225,20 +243,6 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
 
 # --- the attention mask -----------------------------------------------------------------------------
 
-def tree_mask(parents: list[int]) -> list[list[bool]]:
-    """The verify's attention mask among the fed tokens (root first, then the nodes), ``mask[r][c]`` = token r
-    sees token c: the root sees itself, a node its ancestors, the root and itself. The cached prefix, seen by
-    every fed token, is left out."""
-    n = len(parents)
-    mask = [[False] * (n + 1) for _ in range(n + 1)]
-    mask[0][0] = True
-    for j in range(n):
-        mask[j + 1][0] = True
-        for a in path_to(parents, j):
-            mask[j + 1][a + 1] = True
-    return mask
-
-
 def tree_mask_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
     """The attention mask the selected iteration's verify used, as a heatmap (see the module docstring)."""
     title = "Tree attention mask"
@@ -250,7 +254,7 @@ def tree_mask_figure(trace: Trace | None, index: int | None = None) -> go.Figure
     if it.tree is None:
         return empty_figure(title, "A chain is verified with the ordinary causal mask.", 220)
     parents = [nd.parent for nd in it.tree.nodes]
-    mask = tree_mask(parents)
+    mask = visibility(parents, n_chain=1).tolist()       # the engine's own builder: the root, then the nodes
     n = len(parents) + 1
     depth = [0, *depths(parents)]
     names = ["0 root"] + [f"{j + 1} {plot_text(nd.text or str(nd.token_id), 8)}" for j, nd in enumerate(it.tree.nodes)]
@@ -270,5 +274,5 @@ def tree_mask_figure(trace: Trace | None, index: int | None = None) -> go.Figure
     return fig
 
 
-__all__ = ["tree_figure", "tree_mask_figure", "tree_mask", "tidy_rows", "sibling_order", "walk_text", "has_trees",
+__all__ = ["tree_figure", "tree_mask_figure", "tidy_rows", "sibling_order", "walk_text", "has_trees",
            "chain_hint"]

@@ -22,7 +22,7 @@ from specdec_core import PRESETS, LoadedModel, ModelPool, SpecConfig, Trace, str
 from specdec_core.config import recommended_config
 
 ROOT = Path(__file__).resolve().parent.parent
-N_OUT = 14   # viewer (tokens, 7 plots, summary, slider, anatomy) + trace state + download + status
+N_OUT = 17   # viewer (tokens, 7 plots, summary, slider, anatomy, tree hint, tree, mask) + state + download + status
 STATE, DOWNLOAD, STATUS = 11, 12, 13   # indices of the trace state, the download and the status in a Live frame
 
 
@@ -251,7 +251,7 @@ def test_step_through_moves_the_selection_and_pins_it(ngram_frames):
     n = len(state["iterations"])
     assert n >= 2
     control = new_control()
-    slider, tokens, pq, residual, anatomy = step_live(state, n, -1, control)
+    slider, tokens, pq, residual, anatomy, *_tree = step_live(state, n, -1, control)
     assert slider.value == n - 1 and f'class="sd-it sd-sel" data-it="{n - 2}"' in tokens
     assert pq.layout.title.text.startswith(f"Iteration {n - 1}:")
     assert residual.layout.title.text.startswith(f"Iteration {n - 1}:")

@@ -1,14 +1,24 @@
-"""The token-tree figures on hand-made TreeRecords: the tidy layout, the labels (escaped), the sibling walk, the
-accepted path, the attention mask, the anatomy of a tree iteration, and the hints for chains and empty trees."""
+"""Token trees in the UI, without a browser: the figures on hand-made TreeRecords (the tidy layout, the labels
+escaped, the sibling walk, the accepted path, the attention mask, the anatomy of a tree iteration, the hints for
+chains and empty trees), the viewer's tree outputs, the tree settings of Live and /generate, and the K sweep's
+chain-vs-tree rows."""
 from __future__ import annotations
 
+import json
+
+import gradio as gr
 import pytest
 
 from components import palette as pal
 from components.anatomy import anatomy_figure
-from components.tree_figures import (has_trees, sibling_order, tidy_rows, tree_figure, tree_mask, tree_mask_figure,
-                                     walk_text)
+from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
+from components.lab_figures import ksweep_figure
+from components.session import make_config
+from components.tab_ksweep import ksweep_md, ksweep_table
+from components.viewer import render_iteration, render_trace
 from specdec_core import Trace
+from specdec_core.models.tree_attention import visibility
+from specdec_core.teaching.sweeps import KRun, KSweep
 from specdec_core.trace import (BonusRecord, DraftRecord, IterationRecord, ResampledRecord, TreeNodeRecord,
                                 TreeRecord)
 
@@ -24,7 +34,7 @@ def _draft(nd: TreeNodeRecord) -> DraftRecord:
     return DraftRecord(nd.token_id, nd.text, nd.q, nd.p, min(1.0, nd.p / nd.q), nd.u, True)
 
 
-def _iteration(index: int, nodes: list[TreeNodeRecord], path: list[int], end: str, rule: str = "recursive rejection",
+def _iteration(index: int, nodes: list[TreeNodeRecord], path: list[int], end: str, rule: str = "recursive_rejection",
                siblings: str = "independent") -> IterationRecord:
     drafts = [_draft(nodes[j]) for j in path]
     resampled = ResampledRecord(90, " resampled", 0.3) if end == "resampled" else None
@@ -77,8 +87,10 @@ def test_sibling_order_and_walk_text():
     assert walk_text(it.tree.nodes[0], 1) == "try 1: α 0.20 u 0.70 ✗"
     assert walk_text(it.tree.nodes[1], 2) == "try 2: α 1.00 u 0.30 ✓"
     assert walk_text(it.tree.nodes[3], 2) == "not tested"
-    assert walk_text(_node(1, "x", -1, "accepted"), 1) == "✓ accepted"           # a rule with no α
-    assert walk_text(_node(1, "x", -1, "rejected"), 1) == "✗ not chosen"
+    assert walk_text(_node(1, "x", -1, "accepted"), 1, "greedy") == "= argmax p ✓"      # rules with no α
+    assert walk_text(_node(1, "x", -1, "rejected"), 2, "greedy") == "≠ argmax p ✗"
+    assert walk_text(_node(1, "x", -1, "accepted"), 1, "target_draw") == "y ~ p hit it ✓"
+    assert walk_text(_node(1, "x", -1, "rejected"), 3, "target_draw") == "y ~ p missed it ✗"
 
 
 # --- the tree figure ---------------------------------------------------------------------------------------
@@ -103,7 +115,7 @@ def test_tree_figure_labels_every_node_escaped_with_q_p_and_the_walk():
     assert colours[1] == pal.REJECTED and colours[2] == pal.ACCEPTED and colours[4] != pal.ACCEPTED
     assert colours[6] == pal.RESAMPLED
     title = fig.layout.title.text
-    assert "iteration 1" in title and "5 nodes drafted" in title and "recursive rejection" in title
+    assert "iteration 1" in title and "5 nodes drafted" in title and "recursive rejection (SpecInfer)" in title
     assert "4 tested" in title and "accepted path 2 nodes" in title
 
 
@@ -146,21 +158,13 @@ def test_root_text_is_the_previous_iterations_last_token():
 
 # --- the attention mask ----------------------------------------------------------------------------------
 
-def test_tree_mask_lets_each_node_see_the_root_its_ancestors_and_itself():
-    parents = [-1, -1, 1, 1, 2]
-    m = tree_mask(parents)
-    assert m[0] == [True, False, False, False, False, False]
-    assert m[5] == [True, False, True, True, False, True]          # e: root, b, c, itself
-    assert m[4] == [True, False, True, False, True, False]         # d: root, b, itself; not its sibling c
-    assert sum(map(sum, m)) == 1 + 2 + 2 + 3 + 3 + 4
-    chain = tree_mask([-1, 0, 1])
-    assert chain == [[c <= r for c in range(4)] for r in range(4)]  # a chain's mask is causal
-
-
-def test_mask_figure_is_the_mask_with_escaped_labels():
+def test_mask_figure_is_the_engines_mask_with_escaped_labels():
     fig = tree_mask_figure(_trace(_branchy()), 0)
     hm = fig.data[0]
-    assert [list(r) for r in hm.z] == [[int(v) for v in row] for row in tree_mask([-1, -1, 1, 1, 2])]
+    z = [list(r) for r in hm.z]
+    assert z == [[int(v) for v in row] for row in visibility([-1, -1, 1, 1, 2]).tolist()]
+    assert z[5] == [1, 0, 1, 1, 0, 1]                          # e sees the root, b, c and itself
+    assert z[4] == [1, 0, 1, 0, 1, 0]                          # d: the root, b and itself; not its sibling c
     labels = list(fig.layout.yaxis.ticktext)
     assert labels[0] == "0 root" and "&lt;b&gt;" in labels[2] and "<b>" not in labels[2]
     assert "position +2" in hm.text[3][0]
@@ -183,3 +187,61 @@ def test_anatomy_of_a_tree_whose_path_is_empty_shows_the_final_token(end):
     fig = anatomy_figure(_trace(_iteration(0, nodes, [], end)), 0)
     assert "proposed nothing" not in str(fig.layout.annotations)
     assert end in fig.data[-1].text[-1] or end in "".join(fig.layout.xaxis.ticktext)
+
+
+# --- the viewer ----------------------------------------------------------------------------------------------
+
+def test_the_viewer_shows_the_tree_figures_only_for_a_trace_with_trees():
+    hint, tree, mask = render_iteration(_trace(_chain(0)), 0)[-3:]
+    assert hint.visible is True and tree.visible is False and mask.visible is False
+    hint, tree, mask = render_iteration(_trace(_chain(0), _branchy()), 0)[-3:]    # a chain iteration of a tree run
+    assert hint.visible is False and tree.visible is True and mask.visible is True
+    assert "not a tree" in json.loads(tree.value["plot"])["layout"]["annotations"][0]["text"]
+    view = render_trace(_trace(_branchy()), 0)
+    assert view[-2].visible and json.loads(view[-2].value["plot"])["layout"]["title"]["text"].startswith(
+        "Token tree of iteration 1")
+
+
+# --- settings ----------------------------------------------------------------------------------------------
+
+def _cfg(**tree):
+    return make_config(4, 0.0, 0, 1.0, 16, 0, "fixed", 0.0, **tree)
+
+
+def test_tree_settings_reach_the_config_and_bad_ones_are_named():
+    cfg = _cfg(tree_nodes=8, tree_top_k=3)
+    assert cfg.tree_nodes == 8 and cfg.tree_top_k == 3
+    assert _cfg().tree_nodes == 0                                   # a chain unless asked
+    for tree, message in [({"tree_nodes": -1}, "tree nodes must be between 0"),
+                          ({"tree_nodes": 33}, "tree nodes must be between 0 .a chain. and 32"),
+                          ({"tree_nodes": 2.5}, "tree nodes must be a whole number"),
+                          ({"tree_nodes": "4"}, "tree nodes must be a whole number"),
+                          ({"tree_nodes": True}, "tree nodes must be a whole number"),
+                          ({"tree_top_k": 0}, "tree top-k .children per node. must be between 1 and 8"),
+                          ({"tree_top_k": 9}, "tree top-k"), ({"tree_top_k": None}, "tree top-k must be a whole")]:
+        with pytest.raises(gr.Error, match=message):
+            _cfg(**tree)
+
+
+# --- the K sweep: chain vs tree at the same node budget ----------------------------------------------------------
+
+def _sweep_with_trees() -> KSweep:
+    runs = [KRun(k, tps, 0.5, 0.5, tpi, k, 10, 1000.0, 7, 0, [0.1], True) for k, tps, tpi in ((1, 20.0, 1.5),
+                                                                                               (2, 25.0, 2.0))]
+    trees = [KRun(k, tps, 0.4, 0.5, tpi, k, 10, 1000.0, 7, 0, [0.1], True) for k, tps, tpi in ((1, 20.0, 1.5),
+                                                                                                (2, 24.0, 2.5))]
+    return KSweep("feature", runs, 18.0, 50.0, 0.5, 0.01, 2, [30.0, 35.0], tree_runs=trees)
+
+
+def test_ksweep_shows_the_tree_runs_next_to_the_chains():
+    sw = _sweep_with_trees()
+    _, rows = ksweep_table(sw)
+    assert [r[0] for r in rows] == ["1", "2 ★", "tree N = 1", "tree N = 2"]
+    assert rows[3][8] == "2.50" and rows[3][-1] == "yes"
+    md = ksweep_md(sw)
+    assert "+0 % to +25 % tokens per iteration" in md and "N = 2, runs 24.0 tokens/s" in md
+    line = next(t for t in ksweep_figure(sw).data if (t.name or "").startswith("token tree of N = K nodes"))
+    assert list(line.y) == [20.0, 24.0] and "chain of K = 2: 2.00" in line.hovertext[1]
+    sw.tree_runs = []
+    assert "Token trees" not in ksweep_md(sw)
+    assert not any((t.name or "").startswith("token tree") for t in ksweep_figure(sw).data)
