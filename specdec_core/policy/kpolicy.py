@@ -262,9 +262,10 @@ class CostAwareK:
 
     def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
                     outlook: DraftOutlook | None = None) -> tuple[int, int, str]:
-        """A tree of 2 … ``n_nodes`` nodes when one predicts more tokens per second than the best chain
-        (``choose``), else that chain: the tree priced as the best tree of its size under ``branch_accept``
-        (``tree_cost``). Near the run's end (the finish plan) and when drafting cannot pay, always the chain."""
+        """A tree of 2 … ``n_nodes`` nodes when one predicts more tokens per second than the chain ``choose`` picks
+        (near the run's end: the finish plan's K, at its steady rate), else that chain: the tree priced as the
+        best tree of its size under ``branch_accept`` (``tree_cost``), never deeper than the chain may go.
+        Where no draft can pay, always the chain."""
         k, why = self.choose(max_k, outlook)
         chain_rate, cap = self._chain
         if chain_rate is None or n_nodes < 2 or cap < 1:
@@ -332,7 +333,7 @@ class CostAwareK:
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"{match}a1 = {prof.a(1):.2f}")
-        self._chain = (None if plan or probe.startswith("drafting cannot") else scored[best], cap)
+        self._chain = (None if probe.startswith("drafting cannot") else scored[best], cap)
         alt = [k for k in sorted(scored, key=lambda k: -scored[k]) if k != best][:1]
         if alt:
             why += f"; next best K = {alt[0]}: {scored[alt[0]]:.1f} tok/s"
