@@ -230,12 +230,12 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
         f"{len(tree.path)} node{'s' if len(tree.path) != 1 else ''} → {m} token{'s' if m != 1 else ''} from ONE target "
         f"forward ({it.verify_ms:.0f} ms)<br>rule: {rule}", quote=False).replace("&lt;br&gt;", "<br>")
     subtitle += "<br>thick green: the accepted path · vermillion: tested, rejected · dotted: not tested"
-    height = min(MAX_HEIGHT, max(300, 160 + SLOT_PX * n_rows))
+    height = min(MAX_HEIGHT, max(300, 180 + SLOT_PX * n_rows))
     _layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
     depth = max(all_x)
-    fig.update_layout(margin={"l": 20, "r": 20, "t": 125, "b": 20})
+    fig.update_layout(margin={"l": 20, "r": 20, "t": 120, "b": 40})
     fig.update_xaxes(range=[-0.5, depth + 0.5], tickvals=list(range(depth + 1)),
-                     ticktext=["root"] + [f"depth {d}" for d in range(1, depth + 1)], side="top", showgrid=False,
+                     ticktext=["root"] + [f"depth {d}" for d in range(1, depth + 1)], side="bottom", showgrid=False,
                      fixedrange=True)
     fig.update_yaxes(range=[n_rows - 0.4, -0.6], visible=False, fixedrange=True)
     return fig

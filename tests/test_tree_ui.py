@@ -13,6 +13,7 @@ from components import palette as pal
 from components.anatomy import anatomy_figure
 from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
 from components.lab_figures import ksweep_figure
+from components.replay import load_example
 from components.session import make_config
 from components.tab_ksweep import ksweep_md, ksweep_table
 from components.viewer import render_iteration, render_trace
@@ -245,3 +246,21 @@ def test_ksweep_shows_the_tree_runs_next_to_the_chains():
     sw.tree_runs = []
     assert "Token trees" not in ksweep_md(sw)
     assert not any((t.name or "").startswith("token tree") for t in ksweep_figure(sw).data)
+
+
+# --- the recorded tree example ---------------------------------------------------------------------------------
+
+def test_the_tree_example_loads_and_every_iteration_draws():
+    trace = load_example("token_tree_t07.json")                    # through Trace.from_dict (read_trace_file)
+    assert trace.config["tree_nodes"] == 8 and trace.config["drafter"] == "feature" and trace.baseline is not None
+    trees = [it for it in trace.iterations if it.tree is not None]
+    assert len(trees) >= len(trace.iterations) - 1 and any(len(it.tree.path) >= 2 for it in trees)
+    assert any(nd.status == "rejected" for it in trees for nd in it.tree.nodes)
+    for it in trace.iterations:
+        fig = tree_figure(trace, it.index)
+        if it.tree is None:
+            assert not fig.data
+            continue
+        assert len(_nodes_trace(fig).x) == 1 + len(it.tree.nodes) + 1      # root, nodes, the last token
+        assert len(tree_mask_figure(trace, it.index).data[0].z) == 1 + len(it.tree.nodes)
+        assert f"A token tree of {len(it.tree.nodes)} nodes" in anatomy_figure(trace, it.index).layout.title.text
