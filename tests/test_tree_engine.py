@@ -153,3 +153,13 @@ def test_the_topk_ratio_bug_changes_the_rule(pair):
     trace = speculative_generate(target, TreeTestDrafter(draft), PROMPT, cfg, bugs=InjectedBugs(topk_ratio_rule=True))
     assert {it.tree.rule for it in trace.iterations if it.tree} == {"recursive_rejection"}
     Trace.from_dict(trace.to_dict())
+
+
+def test_cli_tree_flags(capsys):
+    from specdec_core.cli import build_parser, config_from_args, main
+    cfg = config_from_args(build_parser().parse_args(["--prompt", "x", "--tree-nodes", "12", "--tree-top-k", "3"]))
+    assert (cfg.tree_nodes, cfg.tree_top_k) == (12, 3)
+    for flags, message in ((["--tree-nodes", "65"], "tree_nodes must be between 0"),
+                           (["--tree-top-k", "9"], "tree_top_k (children per tree node) must be between 1")):
+        assert main(["--prompt", "x", *flags]) == 2
+        assert message in capsys.readouterr().err
