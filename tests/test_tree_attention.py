@@ -106,3 +106,23 @@ def test_bundled_model_tree_forward_equals_chain_forwards(bundled):
     assert len(tokens) == len(PARENTS)
     cache = _tree_vs_chains(model, lambda: new_kv_cache(model.config), prefix, chain, PARENTS, tokens, 1e-4)
     _keep_path_then_continue(model, cache, prefix, chain, PARENTS, tokens, node=5, atol=1e-4)
+
+
+def test_target_keep_path_leaves_cache_and_features_as_a_chain_forward():
+    """TargetModel: a tree forward then keep_path gives the same cache and features (for a feature-reading
+    draft) as feeding the chain and the accepted path plainly."""
+    from specdec_core.decoding.target import TargetModel
+    model = make_tiny_lm(vocab_size=32, layers=2, hidden=32)
+    ids = [1, 2, 3, 4, 5]
+    tree, chain = TargetModel(model, keep_features=True), TargetModel(model, keep_features=True)
+    tree.forward(ids[:-2])
+    tree.tree_forward(ids, TOKENS, PARENTS)
+    path = _path(PARENTS, 7)
+    tree.keep_path(path, len(ids) + len(path))
+    chain.forward(ids[:-2])
+    chain.forward(ids + [TOKENS[i] for i in path])
+    assert tree.cache_len == chain.cache_len == tree.cache.get_seq_length()
+    assert (tree.features_from, tree.features.shape) == (chain.features_from, chain.features.shape)
+    assert torch.allclose(tree.features, chain.features, atol=1e-5)
+    for a, b in zip(tree.cache.layers, chain.cache.layers):
+        assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
