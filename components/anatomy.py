@@ -145,7 +145,8 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     if it.tree is not None:
         t = it.tree
         tested = sum(nd.status != "untested" for nd in t.nodes)
-        subtitle = html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{t.rule.replace('_', ' ')}”): the path of "
+        rule = t.rule.replace("_", " ")
+        subtitle = html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{rule}”): the path of "
                                f"{n} accepted shown as a chain,", quote=False) + "<br>" + html.escape(
                                    f"then {ends} → {tokens}; the tree figure below shows every node", quote=False)
     else:

@@ -71,7 +71,8 @@ def _selected(control: dict, trace: Trace) -> int | None:
     return resolve_index(trace, control["selected"])
 
 
-N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4 + N_TREE_OUTPUTS   # Viewer.outputs(): tokens, figures, summary, slider, anatomy, tree
+N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4 + N_TREE_OUTPUTS  # Viewer.outputs(): tokens, figures, summary, slider, anatomy,
+                                                      # the tree outputs
 FRAME_S = 0.25     # token stream, summary and status: at most four updates a second
 FIGURE_S = 1.0     # the seven figures: at most one update a second (always the first and the last frame)
 

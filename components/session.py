@@ -74,7 +74,8 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     if not 0 <= nodes_ <= UI_MAX_TREE_NODES:
         raise gr.Error(f"tree nodes must be between 0 (a chain) and {UI_MAX_TREE_NODES} here, got {nodes_!r:.80}")
     if not 1 <= tree_top_k_ <= MAX_TREE_TOP_K:
-        raise gr.Error(f"tree top-k (children per node) must be between 1 and {MAX_TREE_TOP_K}, got {tree_top_k_!r:.80}")
+        raise gr.Error(f"tree top-k (children per node) must be between 1 and {MAX_TREE_TOP_K}, "
+                       f"got {tree_top_k_!r:.80}")
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
         raise gr.Error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
@@ -216,4 +217,5 @@ def ending(trace: Trace, cut: str, baseline_dropped: bool, with_baseline: bool) 
 
 
 __all__ = ["Event", "run_session", "ending", "make_config", "k_policy_of", "encode_for", "UI_MAX_K",
-           "UI_MAX_NEW_TOKENS", "UI_MAX_TEMPERATURE", "UI_MAX_CONFIDENCE_STOP", "UI_MAX_TREE_NODES", "MAX_PROMPT_CHARS", "LOCK_WAIT_S"]
+           "UI_MAX_NEW_TOKENS", "UI_MAX_TEMPERATURE", "UI_MAX_CONFIDENCE_STOP", "UI_MAX_TREE_NODES", "MAX_PROMPT_CHARS",
+           "LOCK_WAIT_S"]

@@ -17,7 +17,7 @@ import gradio as gr
 from specdec_core import LoadedModel
 from specdec_core.config import DEFAULT_TREE_TOP_K, MAX_TREE_TOP_K
 from specdec_core.drafters.registry import make_drafter
-from specdec_core.teaching.sweeps import KSweep, k_sweep
+from specdec_core.teaching.sweeps import KRun, KSweep, k_sweep
 
 from .gpu import gpu_task
 from .lab_figures import ksweep_figure
@@ -52,39 +52,35 @@ HEADERS = ["K", "tokens/s", "speedup", "calibrated tokens/s", "naive closed form
            "drafts / iteration", "tokens / iteration", "same tokens as baseline"]
 
 
+def _row(sw: KSweep, label: str, r: KRun, calibrated: float | None = None, naive: float | None = None) -> list[Any]:
+    s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
+    return [label, f"{r.tokens_per_s:.1f}", f"×{s:.2f}", "–" if calibrated is None else f"{calibrated:.1f}",
+            "–" if naive is None else f"{naive:.1f}", f"{r.acceptance_rate:.1%}",
+            "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
+            f"{r.tokens_per_iteration:.2f}",
+            "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")]
+
+
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
     """One row per K (the best starred), then one per tree run ("tree N = K"; drafts = nodes per iteration)."""
-    headers = list(HEADERS)
-    rows = []
     cal = sw.predicted_tokens_per_s or [None] * len(sw.runs)
-    for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal):
-        s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
-        rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}",
-                     "–" if p is None else f"{p:.1f}", "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
-                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
-                     f"{r.tokens_per_iteration:.2f}",
-                     "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
-    for r in sw.tree_runs:
-        s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
-        rows.append([f"tree N = {r.k}", f"{r.tokens_per_s:.1f}", f"×{s:.2f}", "–", "–", f"{r.acceptance_rate:.1%}",
-                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
-                     f"{r.tokens_per_iteration:.2f}",
-                     "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
-    return headers, rows
+    rows = [_row(sw, str(r.k) + (" ★" if r.k == sw.best_k else ""), r, p, t)
+            for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal)]
+    return list(HEADERS), rows + [_row(sw, f"tree N = {r.k}", r) for r in sw.tree_runs]
 
 
 def tree_md(sw: KSweep) -> str:
-    """Chain vs tree at the same node budget, in two sentences ("" without tree runs)."""
-    if not sw.tree_runs:
+    """Chain vs tree at the same node budget, in one sentence ("" without tree runs)."""
+    more = [t.tokens_per_iteration / c.tokens_per_iteration - 1 for c, t in zip(sw.runs, sw.tree_runs)
+            if c.tokens_per_iteration > 0]
+    if not more:
         return ""
-    pairs = list(zip(sw.runs, sw.tree_runs))
-    more = [t.tokens_per_iteration / c.tokens_per_iteration - 1 for c, t in pairs if c.tokens_per_iteration > 0]
     best = max(sw.tree_runs, key=lambda r: (r.tokens_per_s, -r.k))
     return (f"**Token trees at the same node budget**: a tree of N = K nodes gives "
             f"{100 * min(more):+.0f} % to {100 * max(more):+.0f} % tokens per iteration over the chain of K drafts; "
             f"the fastest tree, N = {best.k}, runs {best.tokens_per_s:.1f} tokens/s (its verify feeds N + 1 tokens "
             "and it drafts one level per draft forward, so more tokens per iteration pay only where those cost "
-            "little).") if more else ""
+            "little).")
 
 
 def ksweep_md(sw: KSweep) -> str:

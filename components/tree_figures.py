@@ -225,10 +225,10 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
     tested = sum(nd.status != "untested" for nd in tree.nodes)
     m = len(it.emitted)
     rule = RULE_NAMES.get(tree.rule, tree.rule)
-    subtitle = html.escape(
-        f"{len(tree.nodes)} nodes drafted ({tree.siblings} siblings), {tested} tested; accepted path "
-        f"{len(tree.path)} node{'s' if len(tree.path) != 1 else ''} → {m} token{'s' if m != 1 else ''} from ONE target "
-        f"forward ({it.verify_ms:.0f} ms)<br>rule: {rule}", quote=False).replace("&lt;br&gt;", "<br>")
+    path = f"{len(tree.path)} node{'s' if len(tree.path) != 1 else ''}"
+    subtitle = html.escape(f"{len(tree.nodes)} nodes drafted ({tree.siblings} siblings), {tested} tested; accepted "
+                           f"path {path} → {m} token{'s' if m != 1 else ''} from ONE target forward "
+                           f"({it.verify_ms:.0f} ms)", quote=False) + "<br>" + html.escape(f"rule: {rule}", quote=False)
     subtitle += "<br>thick green: the accepted path · vermillion: tested, rejected · dotted: not tested"
     height = min(MAX_HEIGHT, max(300, 180 + SLOT_PX * n_rows))
     _layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
