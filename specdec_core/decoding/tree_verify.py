@@ -26,7 +26,8 @@ tests/test_tree_verify.py checks all three by enumeration: the law of the emitte
 float64 precision. Randomness comes from the run's generator in a fixed order: recursive rejection draws
 one uniform per node (in node order, used when tested), then one draw for the new token; the target
 draw draws one token per row (root and every node) at once. Everything the walk needs goes to the host
-in one transfer; a sampled new token (recursive rejection) and the display rows take one more.
+in one transfer (for the target draw and greedy, all of it); recursive rejection's new token, sampled once
+the walk has ended, and the display rows take one more.
 """
 from __future__ import annotations
 
@@ -144,6 +145,8 @@ class TreeDecision:
     keeps_new_token: bool
     p_raw: list[float] | None = None
     q_raw: list[float] | None = None
+    token_p: float | None = None          # the token's p and residual probability when already on the host
+    token_residual_prob: float | None = None
 
 
 def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule: str, *,
@@ -183,18 +186,22 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
     if rule != "target_draw":
         raise ValueError(f"unknown tree verification rule {rule!r}; expected one of {RULES}")
     draws_t = torch.as_tensor(draws, device=dev)
-    p_l, q_l, y_l, p_raw, q_raw = _to_host(p_x, q_x, draws_t, *raw)
+    p_y = target_probs[torch.arange(n + 1, device=dev), draws_t]      # p of each row's draw
+    p_l, q_l, y_l, p_y_l, p_raw, q_raw = _to_host(p_x, q_x, draws_t, p_y, *raw)
     y = [int(t) for t in y_l]
     path, status, stop = _walk_by_draw(tokens, parents, y)
     kids = children(parents, stop)
     p_stop = target_probs[stop + 1]
-    drawn = p_stop
+    drawn, token_res = p_stop, None
     if kids:   # y was none of the children: its law is p without them
+        kid_tokens = sorted({tokens[c] for c in kids})
         drawn = p_stop.clone()
-        drawn[torch.tensor(sorted({tokens[c] for c in kids}), device=dev)] = 0
+        drawn[torch.tensor(kid_tokens, device=dev)] = 0
         drawn = drawn / drawn.sum().clamp_min(1e-30)
+        kid_mass = sum(p_l[next(c for c in kids if tokens[c] == t)] for t in kid_tokens)
+        token_res = p_y_l[stop + 1] / max(1.0 - kid_mass, 1e-30)
     return TreeDecision(rule, path, status, p_l, q_l, [None] * n, [None] * n, stop, not kids, y[stop + 1], drawn,
-                        p_stop, not (bugs.drop_bonus and not kids and path), p_raw, q_raw)
+                        p_stop, not (bugs.drop_bonus and not kids and path), p_raw, q_raw, p_y_l[stop + 1], token_res)
 
 
 def _walk_by_draw(tokens: list[int], parents: list[int], draws: list[int]) -> tuple[list[int], list[str], int]:
@@ -274,6 +281,8 @@ def _finish(d: TreeDecision, proposal: TreeProposal, token_t: torch.Tensor | Non
             q_first = (_top(proposal.draft_probs[kids[0]]) if proposal.draft_probs is not None
                        else [(proposal.tokens[kids[0]], 1.0)])
             tops = dict(residual_top=[(token, 1.0)], p_top=[(token, 1.0)], q_top=q_first)
+    elif d.token_p is not None and not (show and kids):   # the target draw: all on the host already
+        token, token_p, res = d.token, d.token_p, d.token_residual_prob
     else:
         tok = token_t if token_t is not None else torch.tensor(d.token, device=p.device)
         shown = [d.drawn_from, d.p_stop, _q_rows(proposal, p)[kids[0]]] if (show and kids) else []
