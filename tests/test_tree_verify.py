@@ -308,3 +308,12 @@ def test_recursive_rejection_statuses_are_in_sibling_order():
     d = decide_tree(p, prop, "recursive_rejection", u=torch.tensor([0.9, alpha[1] / 2, 0.0], dtype=torch.float64))
     assert d.path == [1] and d.status == ["rejected", "accepted", "untested"] and d.u[2] is None
     assert d.alpha[2] is None and d.stopped_at_leaf
+
+
+@pytest.mark.parametrize("warping,siblings", [(Warping(0.0), "distinct"), (Warping(1.0), "independent"),
+                                              (Warping(0.9, top_k=3), "distinct")])
+def test_an_empty_tree_emits_one_token_from_p_at_the_root(warping, siblings):
+    logits = torch.randn(1, 7, generator=torch.Generator().manual_seed(0))
+    v = verify_tree(logits, TreeProposal([], [], siblings, None), warping, torch.Generator().manual_seed(1), show=True)
+    assert v.path == [] and v.stopped_at_leaf and len(v.emitted) == 1 and v.token_residual_prob is None
+    assert v.token_p == pytest.approx(float(warping.probs(logits)[0, v.token]))
