@@ -221,7 +221,7 @@ def outcomes_figure(trace: Trace) -> go.Figure:
 def _outcome_hover(index: int, o) -> str:
     parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
     if o.rejected:
-        parts.append("1 rejected" + (f", {o.discarded} after it discarded untested" if o.discarded else ""))
+        parts.append(f"{o.rejected} rejected" + (f", {o.discarded} discarded untested" if o.discarded else ""))
     if o.resampled:
         parts.append("1 resampled from the residual")
     if o.bonus:
@@ -373,14 +373,14 @@ def positions_figure(trace: Trace) -> go.Figure:
                          hovertext=[f"position {j + 1}: {acc} accepted of {tested} tested ({proposed} proposed)"
                                     for j, (proposed, tested, acc, _) in enumerate(rows)], hoverinfo="text"),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(name="mean α (tested)", x=pos, y=[a if t else None for _, t, _, a in rows],
+    fig.add_trace(go.Scatter(name="mean α (tested)", x=pos, y=[a for _, _, _, a in rows],
                              mode="markers", marker={"symbol": "diamond", "size": 12, "color": "#111"},
                              hovertemplate="position %{x}: mean α %{y:.3f}<extra></extra>"), row=1, col=1)
     counts = accepted_length_counts(trace)
     fig.add_trace(go.Bar(name="iterations", x=list(range(len(counts))), y=counts, marker_color=pal.TARGET,
                          hovertemplate="%{y} iterations accepted %{x} drafts<extra></extra>"), row=1, col=2)
     _layout(fig, title)
-    fig.update_xaxes(title_text="draft position", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="draft position (a tree's node: its depth)", dtick=1, row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
     fig.update_xaxes(title_text="accepted drafts", dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="iterations", rangemode="tozero", row=1, col=2)

@@ -12,9 +12,12 @@ import pytest
 from components import palette as pal
 from components.anatomy import anatomy_figure
 from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
+from components.figures import positions_figure
 from components.lab_figures import ksweep_figure
+from components.measures import outcome, position_counts, running_acceptance
 from components.replay import load_example
 from components.session import make_config
+from components.tokens import tokens_html
 from components.tab_ksweep import ksweep_md, ksweep_table
 from components.viewer import render_iteration, render_trace
 from specdec_core import Trace
@@ -38,7 +41,7 @@ def _draft(nd: TreeNodeRecord) -> DraftRecord:
 def _iteration(index: int, nodes: list[TreeNodeRecord], path: list[int], end: str, rule: str = "recursive_rejection",
                siblings: str = "independent") -> IterationRecord:
     drafts = [_draft(nodes[j]) for j in path]
-    resampled = ResampledRecord(90, " resampled", 0.3) if end == "resampled" else None
+    resampled = ResampledRecord(90, " resampled", 0.3, position=len(path)) if end == "resampled" else None
     bonus = BonusRecord(91, "bonus", 0.6) if end == "bonus" else None
     emitted = [d.token_id for d in drafts] + [90 if resampled else 91]
     return IterationRecord(index=index, start_len=5 + index, k=len(nodes), drafts=drafts, resampled=resampled,
@@ -169,6 +172,29 @@ def test_mask_figure_is_the_engines_mask_with_escaped_labels():
     labels = list(fig.layout.yaxis.ticktext)
     assert labels[0] == "0 root" and "&lt;b&gt;" in labels[2] and "<b>" not in labels[2]
     assert "position +2" in hm.text[3][0]
+
+
+# --- the numbers and the token stream of a tree iteration -------------------------------------------------------
+
+def test_measures_count_a_tree_by_its_nodes_and_its_depths():
+    trace = _trace(_branchy(), _chain(1))
+    o = outcome(trace.iterations[0])
+    assert (o.accepted, o.rejected, o.discarded, o.resampled, o.bonus, o.drafted) == (2, 2, 1, 1, 0, 5)
+    assert running_acceptance(trace) == pytest.approx([2 / 5, 3 / 6])
+    rows = position_counts(trace)                 # depth 1: a, b + the chain's draft; 2: c, d; 3: e
+    assert [r[:3] for r in rows] == [(3, 3, 2), (2, 1, 1), (1, 1, 0)]
+    assert rows[0][3] == pytest.approx((0.2 + 1.0 + 1.0) / 3) and rows[2][3] == pytest.approx(0.4)
+    target_draw = _iteration(0, [_node(10, "x", -1, "accepted"), _node(11, "y", -1, "rejected")], [0], "bonus",
+                             rule="target_draw", siblings="distinct")
+    assert position_counts(_trace(target_draw)) == [(2, 2, 1, None)]      # no α under the target draw
+    assert positions_figure(_trace(target_draw)).data[1].y == (None,)
+
+
+def test_the_token_stream_says_how_many_tree_nodes_an_iteration_drafted():
+    html_ = tokens_html(_trace(_branchy()), 0)
+    assert "2 of a tree&#x27;s 5 nodes on the accepted path" in html_
+    assert "resampled at depth 3, where every child failed" in html_
+    assert "&lt;b&gt;x&lt;/b&gt;" in html_ and "<b>x</b>" not in html_
 
 
 # --- the anatomy of a tree iteration ------------------------------------------------------------------------
