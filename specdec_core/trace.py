@@ -369,12 +369,13 @@ def _check_tree_iteration(it: IterationRecord, where: str) -> None:
     drop_bonus control left it out."""
     tree = it.tree
     path_tokens = [tree.nodes[i].token_id for i in tree.path]
-    if not 0 < len(it.emitted) <= len(path_tokens) + 1 or it.emitted[:len(path_tokens)] != path_tokens[:len(it.emitted)]:
+    n = len(it.emitted)
+    if not 0 < n <= len(path_tokens) + 1 or it.emitted[:len(path_tokens)] != path_tokens[:n]:
         _fail(where, "a tree iteration emits its path's tokens, then one more")
-    if [x.token_id for x in it.drafts] != path_tokens[:len(it.emitted)] or not all(x.accepted for x in it.drafts):
+    if [x.token_id for x in it.drafts] != path_tokens[:n] or not all(x.accepted for x in it.drafts):
         _fail(f"{where}.drafts", "a tree iteration's drafts are its accepted path")
     new = it.resampled or it.bonus
-    if len(it.emitted) <= len(path_tokens):
+    if n <= len(path_tokens):
         if new is not None:
             _fail(where, "a resampled or bonus token that was not emitted")
         return

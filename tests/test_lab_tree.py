@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specdec_core import InjectedBugs
+from specdec_core.bugs import NO_BUGS
 from specdec_core.teaching.lab import LabSettings, bug_notes, run_exactness
 from specdec_core.teaching.toy import make_toy_pair
 
@@ -19,7 +20,7 @@ def toy():
     return make_toy_pair(0.5)
 
 
-def _lab(toy, bugs=InjectedBugs(), setup="toy", n_runs=2000, **kw):
+def _lab(toy, bugs=NO_BUGS, setup="toy", n_runs=2000, **kw):
     s = LabSettings(n_tokens=2, k=2, temperature=1.0, n_runs=n_runs, seed=0, tree_nodes=4, tree_top_k=2, **kw)
     draft = toy.target if setup == "self" else toy.draft
     return run_exactness(toy.target, draft, toy.tokenizer.encode("the cat"), s, setup, toy.tokenizer, bugs)

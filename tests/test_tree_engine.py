@@ -26,7 +26,8 @@ def pair():
     target = make_tiny_lm(vocab_size=16, seed=1, scale=3.0, layers=2)
     draft = copy.deepcopy(target)
     with torch.no_grad():
-        draft.lm_head.weight.add_(0.05 * torch.randn(draft.lm_head.weight.shape, generator=torch.Generator().manual_seed(0)))
+        noise = torch.randn(draft.lm_head.weight.shape, generator=torch.Generator().manual_seed(0))
+        draft.lm_head.weight.add_(0.05 * noise)
     return target, draft
 
 

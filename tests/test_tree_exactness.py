@@ -5,13 +5,14 @@ same test must catch the biased rule (p/q ratio on distinct top-k siblings). Tre
 tested exactly, by enumeration, in test_tree_verify.py. The default suite keeps one run; the rest is slow."""
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from specdec_core import InjectedBugs
+from specdec_core.bugs import NO_BUGS
 from specdec_core.drafters.model import ModelDrafter
-from tests.test_exactness import N_RUNS, PROMPT, SETTINGS, chi_square_p, empirical_first_tokens, exact_first_tokens
+from tests.conftest import make_tiny_lm
+from tests.test_exactness import (N_RUNS, PROMPT, SETTINGS, VOCAB, chi_square_p, empirical_first_tokens,
+                                  exact_first_tokens)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -20,8 +21,8 @@ TREE = dict(k=2, tree_nodes=4, tree_top_k=2)   # e.g. two children of the root, 
 
 @pytest.fixture(scope="module")
 def models():
-    from tests.test_exactness import models as chain_models
-    return chain_models.__wrapped__()
+    """The chain exactness tests' pair (tests/test_exactness.py)."""
+    return make_tiny_lm(vocab_size=VOCAB, seed=1, scale=10.0), make_tiny_lm(vocab_size=VOCAB, seed=2, scale=10.0)
 
 
 def _tree_drafter(draft, siblings: str):
@@ -32,7 +33,7 @@ def _tree_drafter(draft, siblings: str):
     return make
 
 
-def _run(models, siblings, setting, bugs=InjectedBugs(), nodes_seen: Counter | None = None):
+def _run(models, siblings, setting, bugs=NO_BUGS):
     target, draft = models
     s = SETTINGS[setting]
     counts = empirical_first_tokens(target, _tree_drafter(draft, siblings), bugs=bugs, **TREE, **s)

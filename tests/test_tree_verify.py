@@ -12,7 +12,6 @@ equal the target's autoregressive law to float64 precision, under plain sampling
 from __future__ import annotations
 
 import functools
-import itertools
 from collections import defaultdict
 
 import pytest
@@ -160,29 +159,34 @@ def test_tree_emits_the_target_law_exactly(siblings, shape, warp):
     assert gap(law, target_law(p, V, L)) < 1e-12
 
 
+def _point_mass_law(p, V: int, L: int, tokens: list[int], parents: list[int]) -> dict[tuple, float]:
+    """The law of the first L tokens when every iteration proposes this fixed tree of point masses."""
+    prop = TreeProposal(tokens, parents, "independent", None)
+    one_hot = torch.nn.functional.one_hot(torch.tensor(tokens), V).double()
+
+    @functools.cache
+    def law_from(prefix: tuple) -> dict[tuple, float]:
+        if len(prefix) >= L:
+            return {prefix[:L]: 1.0}
+        p_rows = torch.stack([p(_ctx(prefix, tokens, parents, i)) for i in range(-1, len(tokens))])
+        alpha = _recursive_tables(p_rows, one_hot, prop)[0].tolist()
+        out: dict[tuple, float] = defaultdict(float)
+        for path, u, w in _rejection_branches(parents, alpha, -1, [], [0.5] * len(tokens), 1.0):
+            d = decide_tree(p_rows, prop, "recursive_rejection", u=torch.tensor(u, dtype=torch.float64))
+            for t in torch.nonzero(d.drawn_from).flatten().tolist():
+                for seq, ws in law_from(prefix + tuple(tokens[i] for i in path) + (t,)).items():
+                    out[seq] += w * float(d.drawn_from[t]) * ws
+        return out
+    return dict(law_from(()))
+
+
 def test_point_mass_siblings_under_recursive_rejection_are_exact():
     """draft_probs None: each child a point mass on its token (recursive rejection without q, SpecInfer's
     rule with q_i = delta(x_i)); exact for any fixed tokens, repeats included."""
     V, L = 4, 3
     p = _warped("p", V, None)
     for tokens in ([1, 2, 1], [0, 0, 3]):
-        parents = [-1, -1, 0]
-
-        @functools.cache
-        def law_from(prefix):
-            if len(prefix) >= L:
-                return {prefix[:L]: 1.0}
-            p_rows = torch.stack([p(_ctx(prefix, tokens, parents, i)) for i in range(-1, 3)])
-            prop = TreeProposal(tokens, parents, "independent", None)
-            alpha = _recursive_tables(p_rows, torch.nn.functional.one_hot(torch.tensor(tokens), V).double(), prop)[0]
-            out = defaultdict(float)
-            for path, u, w in _rejection_branches(parents, alpha.tolist(), -1, [], [0.5] * 3, 1.0):
-                d = decide_tree(p_rows, prop, "recursive_rejection", u=torch.tensor(u, dtype=torch.float64))
-                for t in torch.nonzero(d.drawn_from).flatten().tolist():
-                    for seq, ws in law_from(prefix + tuple(tokens[i] for i in path) + (t,)).items():
-                        out[seq] += w * float(d.drawn_from[t]) * ws
-            return out
-        assert gap(dict(law_from(())), target_law(p, V, L)) < 1e-12
+        assert gap(_point_mass_law(p, V, L, tokens, [-1, -1, 0]), target_law(p, V, L)) < 1e-12
 
 
 @pytest.mark.parametrize("warp", list(WARPS))
@@ -297,7 +301,6 @@ def test_greedy_follows_the_argmax_child():
 
 
 def test_recursive_rejection_statuses_are_in_sibling_order():
-    V = 4
     p = torch.tensor([[0.1, 0.2, 0.3, 0.4]] * 4, dtype=torch.float64)
     q = torch.tensor([[0.4, 0.3, 0.2, 0.1]] * 3, dtype=torch.float64)
     prop = TreeProposal([0, 2, 1], [-1, -1, -1], "independent", q)

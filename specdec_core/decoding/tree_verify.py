@@ -240,7 +240,8 @@ def _walk_by_rejection(parents: list[int], alpha: list[float], u: list[float]) -
         node = chosen
 
 
-def _recursive_tables(p: torch.Tensor, q_rows: torch.Tensor, proposal: TreeProposal) -> tuple[torch.Tensor, torch.Tensor]:
+def _recursive_tables(p: torch.Tensor, q_rows: torch.Tensor,
+                      proposal: TreeProposal) -> tuple[torch.Tensor, torch.Tensor]:
     """Per node i (the r-th child of its parent): alpha_i = min(1, p_r(x_i) / q_i(x_i)), where p_0 is p at the
     parent and p_{r+1} = norm(max(0, p_r - q_i)) is ``after[i]``, the residual once child i failed. Computed
     for every node, one sibling rank at a time (reaching child r means children 0 … r-1 failed, whatever the
