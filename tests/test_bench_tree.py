@@ -38,7 +38,7 @@ def row(side: str, speedup: float | None, tpi: float, share: float = 0.0) -> dic
     return {"side": side, "speedup": speedup, "lo": speedup and speedup - 0.1, "hi": speedup and speedup + 0.1,
             "prompts": 2, "refused": [] if speedup else ["heldout-1: outputs differ"], "tokens_per_iteration": tpi,
             "verify_ms_per_iteration": 40.0, "fed_per_iteration": 5.0, "tree_share": share, "acceptance": 0.5,
-            "predicted": 1.2, "predicted_flat": 1.9}
+            "predicted": 1.2, "predicted_flat": 1.9, "priced": 1.1}
 
 
 def test_report_states_the_goals():

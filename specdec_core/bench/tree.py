@@ -124,6 +124,7 @@ def run_tree_bench(target: torch.nn.Module, tokenizer: Any, ts: TreeSettings,
                     entry["runs"].append(_run_figures(trace, base))
                 notes.append(f"{side} {ratio['median']:.2f}x" if ratio["median"] else f"{side} REFUSED")
             log(f"  heldout-{i}/{len(texts)} T {t:g}: " + "; ".join(notes))
+    _price(per_side)
     rows = [_row(side, entry) for side, entry in per_side.items()]
     return {"settings": vars(ts) | {"drafts": list(ts.drafts), "temperatures": list(ts.temperatures),
                                     "fixed_depth": FIXED_DEPTH},
@@ -161,7 +162,29 @@ def _run_figures(trace: Any, baseline: Any) -> dict:
     return {"tokens": trace.stats.new_tokens, "iterations": len(its), "drafted": trace.stats.drafted,
             "accepted": trace.stats.accepted, "trees": sum(it.tree is not None for it in its),
             "verify_ms": sum(it.verify_ms for it in its), "fed": sum(fed_tokens(it) for it in its),
-            "predicted": predict_speedup(trace), "predicted_flat": predict_speedup(trace, flat=True)}
+            "predicted": predict_speedup(trace), "predicted_flat": predict_speedup(trace, flat=True),
+            "plan": [(fed_tokens(it), len(it.draft_ms)) for it in its], "draft_ms": [ms for it in its for ms in it.draft_ms],
+            "curve": (trace.calibration or {}).get("verify_ms"), "model_draft": trace.stats.draft_forwards > 0}
+
+
+def _price(per_side: dict[str, dict]) -> None:
+    """Each run's decisions priced alike, free of the machine's load: its verifies at the calibrated curve (the
+    longest any run of the process carries), its draft forwards at the median forward of every run of that draft,
+    against the baseline's tokens at the curve's one-token forward (prefill and overhead left out). Sets each
+    run's ``priced`` speedup."""
+    from ..policy.costmodel import Costs
+    runs = [r for e in per_side.values() for r in e["runs"]]
+    curve = max((r["curve"] for r in runs if r["curve"]), key=len, default=None)
+    if not curve:
+        return
+    for side, entry in per_side.items():
+        draft = side.split(" T ")[0]
+        forwards = [ms for s, e in per_side.items() if s.split(" T ")[0] == draft for r in e["runs"] for ms in r["draft_ms"]]
+        draft_ms = statistics.median(forwards) if forwards else 0.0
+        for r in entry["runs"]:
+            costs = Costs(tuple(curve), draft_ms, r["model_draft"])
+            ms = sum(costs.t_verify(fed) + costs.draft_cost(n, n) if n else costs.t_verify(fed) for fed, n in r["plan"])
+            r["priced"] = r["tokens"] * costs.t1 / ms if ms > 0 else None
 
 
 def _row(side: str, entry: dict) -> dict:
@@ -169,6 +192,7 @@ def _row(side: str, entry: dict) -> dict:
     runs = entry["runs"]
     iters = sum(r["iterations"] for r in runs) or 1
     pred = [r["predicted"] for r in runs if r["predicted"]]
+    priced = [r["priced"] for r in runs if r.get("priced")]
     flat = [r["predicted_flat"] for r in runs if r["predicted_flat"]]
     return {"side": side, "speedup": geomean([r["median"] for r in ok]) if ok else None,
             "lo": min((r["min"] for r in ok), default=None), "hi": max((r["max"] for r in ok), default=None),
@@ -179,7 +203,8 @@ def _row(side: str, entry: dict) -> dict:
             "tree_share": sum(r["trees"] for r in runs) / iters,
             "acceptance": (sum(r["accepted"] for r in runs) / d) if (d := sum(r["drafted"] for r in runs)) else None,
             "predicted": statistics.median(pred) if pred else None,
-            "predicted_flat": statistics.median(flat) if flat else None}
+            "predicted_flat": statistics.median(flat) if flat else None,
+            "priced": statistics.median(priced) if priced else None}
 
 
 def _goals(rows: list[dict], ts: TreeSettings) -> list[dict]:
@@ -196,11 +221,12 @@ def _goals(rows: list[dict], ts: TreeSettings) -> list[dict]:
                 continue
             gain = tree["tokens_per_iteration"] / chain["tokens_per_iteration"]
             speed = (tree_d["speedup"] / chain_d["speedup"]) if tree_d["speedup"] and chain_d["speedup"] else None
+            priced = (tree_d["priced"] / chain_d["priced"]) if tree_d["priced"] and chain_d["priced"] else None
             out.append({"draft": key, "temperature": t, "tokens_gain": gain,
                         "tokens_goal": f"> {TREE_GAIN_GOAL:g}" if key == "feature" else "",
                         "tokens_met": gain > TREE_GAIN_GOAL if key == "feature" else None,
                         "defaults_ratio": speed, "speed_goal": f">= {1 - SLOWER_AT_MOST:.2f}",
-                        "speed_met": None if speed is None else speed >= 1 - SLOWER_AT_MOST,
+                        "speed_met": None if speed is None else speed >= 1 - SLOWER_AT_MOST, "priced_ratio": priced,
                         "tree_share_defaults": tree_d["tree_share"]})
     return out
 
@@ -215,23 +241,25 @@ def render_tree(section: dict) -> str:
            f"{s['max_new_tokens']} new tokens, {s['repeats']} interleaved rounds; trees of up to {s['nodes']} nodes, "
            f"at most {s['top_k']} children per node; fixed settings {s['fixed_depth']} deep): speedup over our "
            "target-only baseline at the same temperature (geometric mean over prompts of the median per-round "
-           "ratio [min–max over rounds]); per iteration: tokens emitted, the verify's ms and tokens fed; the share "
-           "of iterations that verified a tree; the cost model's prediction for the same runs with this machine's "
-           "verify and with a flat (GPU-like) one.", "",
-           "| draft, T: setting | speedup | predicted | flat verify | tokens/iteration | verify ms | fed | trees |",
-           "|---|---|---|---|---|---|---|---|"]
+           "ratio [min–max over rounds]); priced: the runs' decisions priced alike, free of the machine's load "
+           "(verifies at the calibrated curve, draft forwards at the draft's median forward, against the "
+           "baseline's tokens at a one-token forward; prefill and overhead left out); per iteration: tokens "
+           "emitted, the verify's ms and tokens fed; the share of iterations that verified a tree; the cost "
+           "model's prediction for the same runs with this machine's verify and with a flat (GPU-like) one.", "",
+           "| draft, T: setting | speedup | priced | predicted | flat verify | tokens/iteration | verify ms | fed | trees |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in section["rows"]:
         speed = "refused" if r["speedup"] is None else f"{r['speedup']:.2f}x [{r['lo']:.2f}–{r['hi']:.2f}]"
-        out.append(f"| {r['side']} | {speed} | {_x(r['predicted'])} | {_x(r['predicted_flat'])} | "
+        out.append(f"| {r['side']} | {speed} | {_x(r.get('priced'))} | {_x(r['predicted'])} | {_x(r['predicted_flat'])} | "
                    f"{r['tokens_per_iteration']:.2f} | {r['verify_ms_per_iteration']:.1f} | "
                    f"{r['fed_per_iteration']:.1f} | {100 * r['tree_share']:.0f} % |")
     verdict = {True: "yes", False: "NO", None: ""}
     out += ["", "| draft, T | fixed tree ÷ chain, tokens/iteration | goal | met | defaults with trees ÷ without, "
-                "speed | goal | met | tree iterations (defaults) |", "|---|---|---|---|---|---|---|---|"]
+                "speed | goal | met | the same, priced | tree iterations (defaults) |", "|---|---|---|---|---|---|---|---|---|"]
     for g in section["goals"]:
         out.append(f"| {g['draft']}, T {g['temperature']:g} | {g['tokens_gain']:.2f} | {g['tokens_goal']} | "
                    f"{verdict[g['tokens_met']]} | {_x(g['defaults_ratio'])} | {g['speed_goal']} | "
-                   f"{verdict[g['speed_met']]} | {100 * g['tree_share_defaults']:.0f} % |")
+                   f"{verdict[g['speed_met']]} | {_x(g.get('priced_ratio'))} | {100 * g['tree_share_defaults']:.0f} % |")
     refused = [x for r in section["rows"] for x in r["refused"]]
     if refused:
         out += ["", "Refused (output differs from the baseline):"] + [f"- {x}" for x in refused]

@@ -15,7 +15,7 @@ Expansion stops at the depth cap, when no node of the newest level could still e
 end-of-sequence token, a score below the run's confidence stop).
 
 Siblings (``drafters.tree``): greedy and top-k trees have ``"distinct"`` siblings, the draft's best
-candidates by q (ties broken by token id, so a run is reproducible); under sampling a drafter may instead
+candidates by q; under sampling a drafter may instead
 draw ``"independent"`` siblings, ``top_k`` i.i.d. draws from the warped q at the parent (repeats allowed,
 as the recursive-rejection rule needs). Row i of ``draft_probs`` is the warped q at node i's parent (None
 when greedy); the greedy top-1 path is the chain the same draft drafts greedily.
@@ -66,9 +66,8 @@ def _children(logits: torch.Tensor, top_k: int, policy: DraftPolicy, siblings: s
 
 
 def _top(probs: torch.Tensor, k: int) -> list[int]:
-    """The k most probable tokens, best first; equal probabilities by token id (stable, reproducible)."""
-    vals, idx = torch.sort(probs, descending=True, stable=True)
-    return [int(i) for i in idx[:k]]
+    """The k most probable tokens, best first."""
+    return torch.topk(probs, k).indices.tolist() if k > 0 else []
 
 
 def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: int, max_depth: int,

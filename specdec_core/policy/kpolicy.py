@@ -51,6 +51,13 @@ against a wrong calibration, by its worst case.
   the one that prices the run (the 56 pairs of the eight CPU curves): bench prompts 8.8 %, copies 12.9 % on
   the worst pair (0.3 % on average).
 
+Token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``): each iteration the best chain above competes
+with trees of 2 … N nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of
+a(d, r), the acceptance of the r-th best child at depth d given its parent was reached, learnt from every
+verified tree; a tree only where it predicts more tokens per second. Before any was tested the best child is
+priced as a chain's draft at that depth and the r-th at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what the best one
+misses (a prior not yet priced by replay as the rules above were).
+
 ``DECAY`` (0.9) is the memory of every running estimate (acceptance, draft, catch-up and overhead times), not
 a prior: a memory of the whole run instead moves the replayed acceptance figures by less than 0.5 %.
 """
