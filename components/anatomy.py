@@ -146,8 +146,9 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         t = it.tree
         tested = sum(nd.status != "untested" for nd in t.nodes)
         rule = t.rule.replace("_", " ")
-        subtitle = html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{rule}”): the path of "
-                               f"{n} accepted shown as a chain,", quote=False) + "<br>" + html.escape(
+        path = f"the path of {n} accepted shown as a chain" if n else "no child of the root accepted"
+        subtitle = html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{rule}”): {path},",
+                               quote=False) + "<br>" + html.escape(
                                    f"then {ends} → {tokens}; the tree figure below shows every node", quote=False)
     else:
         subtitle = f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {tokens}"

@@ -90,8 +90,11 @@ def _loaded_text(trace: Trace, source: str) -> str:
 
 def opening_index(trace: Trace) -> int | None:
     """Where a loaded trace opens: its first rejection (every figure then has something to show: p vs q,
-    the residual, the anatomy), else its last iteration; None when it has none."""
-    first = next((it.index for it in trace.iterations if it.resampled is not None), None)
+    the residual, the anatomy; a trace with trees: the first tree whose accepted path has two nodes or more),
+    else its last iteration; None when it has none."""
+    first = next((it.index for it in trace.iterations if it.tree is not None and len(it.tree.path) >= 2), None)
+    if first is None:
+        first = next((it.index for it in trace.iterations if it.resampled is not None), None)
     return first if first is not None else (len(trace.iterations) - 1 if trace.iterations else None)
 
 

@@ -15,7 +15,7 @@ from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_fi
 from components.figures import positions_figure
 from components.lab_figures import ksweep_figure
 from components.measures import outcome, position_counts, running_acceptance
-from components.replay import load_example
+from components.replay import load_example, opening_index
 from components.session import make_config
 from components.tokens import tokens_html
 from components.tab_ksweep import ksweep_md, ksweep_table
@@ -290,3 +290,10 @@ def test_the_tree_example_loads_and_every_iteration_draws():
         assert len(_nodes_trace(fig).x) == 1 + len(it.tree.nodes) + 1      # root, nodes, the last token
         assert len(tree_mask_figure(trace, it.index).data[0].z) == 1 + len(it.tree.nodes)
         assert f"A token tree of {len(it.tree.nodes)} nodes" in anatomy_figure(trace, it.index).layout.title.text
+
+
+def test_replay_opens_a_tree_trace_on_a_tree_with_a_path():
+    trace = load_example("token_tree_t07.json")
+    i = opening_index(trace)
+    assert len(trace.iterations[i].tree.path) >= 2
+    assert all(it.tree is None or len(it.tree.path) < 2 for it in trace.iterations[:i])
