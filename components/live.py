@@ -241,8 +241,8 @@ def build_live_tab(ctx: AppContext) -> Viewer:
                                    "(0 = always K drafts; exact either way)",
                              elem_id="confidence-stop", scale=2)
             tree_nodes = gr.Slider(0, UI_MAX_TREE_NODES, value=rec.tree_nodes, step=1, elem_id="tree-nodes",
-                                   label="tree nodes: 0 = a chain; N > 0 = a token tree of up to N drafted nodes "
-                                         "(depth ≤ K), all verified in one target forward", scale=1)
+                                   label="tree nodes (0 = a chain; N = a token tree of up to N drafts, depth ≤ K, "
+                                         "verified in one forward)", scale=1)
             tree_top_k = gr.Slider(1, MAX_TREE_TOP_K, value=rec.tree_top_k, step=1, elem_id="tree-top-k",
                                    label="tree top-k (most children per node)", scale=1)
     with gr.Row():
