@@ -11,6 +11,7 @@ from specdec_core import InjectedBugs
 from specdec_core.bugs import NO_BUGS
 from specdec_core.drafters.model import ModelDrafter
 from tests.conftest import make_tiny_lm
+from tests.tree_helpers import TreeTestDrafter
 from tests.test_exactness import (N_RUNS, PROMPT, SETTINGS, VOCAB, chi_square_p, empirical_first_tokens,
                                   exact_first_tokens)
 
@@ -33,10 +34,10 @@ def _tree_drafter(draft, siblings: str):
     return make
 
 
-def _run(models, siblings, setting, bugs=NO_BUGS):
+def _run(models, siblings, setting, bugs=NO_BUGS, drafter=None):
     target, draft = models
     s = SETTINGS[setting]
-    counts = empirical_first_tokens(target, _tree_drafter(draft, siblings), bugs=bugs, **TREE, **s)
+    counts = empirical_first_tokens(target, drafter or _tree_drafter(draft, siblings), bugs=bugs, **TREE, **s)
     return chi_square_p(counts, exact_first_tokens(target, PROMPT, **s), N_RUNS)
 
 
@@ -48,6 +49,14 @@ def _run(models, siblings, setting, bugs=NO_BUGS):
 def test_tree_is_exact(models, siblings, setting):
     p, tv = _run(models, siblings, setting)
     assert p > 1e-3, f"{siblings} siblings, {setting}: chi-square p={p:.2e}, TV={tv:.3f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["plain", "warped"])
+def test_independent_siblings_as_drawn_are_exact(models, setting):
+    """Recursive rejection through the engine, with i.i.d. siblings kept as drawn (tests/tree_helpers.py)."""
+    p, tv = _run(models, "independent", setting, drafter=lambda: TreeTestDrafter(models[1], "independent"))
+    assert p > 1e-3, f"independent siblings as drawn, {setting}: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
 @pytest.mark.slow
