@@ -52,11 +52,13 @@ HEADERS = ["K", "tokens/s", "speedup", "calibrated tokens/s", "naive closed form
            "drafts / iteration", "tokens / iteration", "same tokens as baseline"]
 
 
-def _row(sw: KSweep, label: str, r: KRun, calibrated: float | None = None, naive: float | None = None) -> list[Any]:
+def _row(sw: KSweep, label: str, r: KRun, calibrated: float | None = None, naive: float | None = None,
+         tree: bool = False) -> list[Any]:
+    """A table row; a tree run's mean α is left out (its recorded drafts are the accepted paths only)."""
     s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
     return [label, f"{r.tokens_per_s:.1f}", f"×{s:.2f}", "–" if calibrated is None else f"{calibrated:.1f}",
             "–" if naive is None else f"{naive:.1f}", f"{r.acceptance_rate:.1%}",
-            "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
+            "–" if r.alpha is None or tree else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
             f"{r.tokens_per_iteration:.2f}",
             "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")]
 
@@ -66,7 +68,7 @@ def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
     cal = sw.predicted_tokens_per_s or [None] * len(sw.runs)
     rows = [_row(sw, str(r.k) + (" ★" if r.k == sw.best_k else ""), r, p, t)
             for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal)]
-    return list(HEADERS), rows + [_row(sw, f"tree N = {r.k}", r) for r in sw.tree_runs]
+    return list(HEADERS), rows + [_row(sw, f"tree N = {r.k}", r, tree=True) for r in sw.tree_runs]
 
 
 def tree_md(sw: KSweep) -> str:

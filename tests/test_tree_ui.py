@@ -264,7 +264,7 @@ def test_ksweep_shows_the_tree_runs_next_to_the_chains():
     sw = _sweep_with_trees()
     _, rows = ksweep_table(sw)
     assert [r[0] for r in rows] == ["1", "2 ★", "tree N = 1", "tree N = 2"]
-    assert rows[3][8] == "2.50" and rows[3][-1] == "yes"
+    assert rows[3][8] == "2.50" and rows[3][-1] == "yes" and rows[3][6] == "–" and rows[1][6] == "0.500"
     md = ksweep_md(sw)
     assert "+0 % to +25 % tokens per iteration" in md and "N = 2, runs 24.0 tokens/s" in md
     line = next(t for t in ksweep_figure(sw).data if (t.name or "").startswith("token tree of N = K nodes"))
