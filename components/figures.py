@@ -395,24 +395,29 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     run's per-position acceptance, verify curve, draft cost, overhead and prefill). ``flat`` prices the
     calibrated curve with a GPU-like verify (every verify costs a one-token forward)."""
     title = "Measured vs. theory (α, c and costs from this run)"
-    alpha, c = estimate_alpha(trace), estimate_c(trace)
-    if alpha is None or c is None:
+    trees = any(it.tree is not None for it in trace.iterations)
+    # a tree iteration's recorded drafts are its accepted path: only chain iterations estimate a chain's α
+    alpha = _chain_alpha(trace) if trees else estimate_alpha(trace)
+    c = estimate_c(trace)
+    if c is None or (alpha is None and not trees):
         return empty_figure(title, "Needs at least one iteration with drafts: run a prompt.")
     k_cfg = int(trace.config.get("k", 1))
     ks = list(range(1, max(k_max, k_cfg) + 1))
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("tokens per iteration", "speedup over the baseline"))
-    fig.add_trace(go.Scatter(name="naive closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks], mode="lines",
-                             line={"color": pal.THEORY, "width": 2},
-                             hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
+    if alpha is not None:
+        fig.add_trace(go.Scatter(name="naive closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks],
+                                 mode="lines", line={"color": pal.THEORY, "width": 2},
+                                 hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(name="measured", x=[k_cfg], y=[trace.stats.mean_tokens_per_iteration],
                              mode="markers", marker={"size": 16, "color": pal.ACCEPTED, "symbol": "circle",
                                                      "line": {"color": "#000", "width": 1.5}},
                              hovertemplate="K=%{x}: measured %{y:.2f} tokens/iteration<extra></extra>"),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
-                             mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
-                             hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
+    if alpha is not None:
+        fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
+                                 mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
+                                 hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
     for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
         calibrated = predicted_speedup_curve(trace, ks[-1], flat=is_flat)
         if calibrated is None:
@@ -432,11 +437,24 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     adaptive = "" if policy == "fixed" else f" ({policy} K policy: K is the cap)"
     pred = predict_speedup(trace, flat=flat)
     pred_txt = "" if pred is None else f" · calibrated prediction of this run ×{pred:.2f}"
-    _layout(fig, title, subtitle=f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts) · ĉ = {c:.3f} "
-                                 f"(draft / verify forward time) · measured at K = {k_cfg}{adaptive}{pred_txt}")
+    if trees:
+        tree = f"token trees of ≤ {trace.config.get('tree_nodes', '?')} nodes"
+        a_txt = (f"α̂ = {alpha:.3f} (chain iterations only)" if alpha is not None
+                 else "every iteration a tree: no chain α̂, no closed form")
+        adaptive = f" ({tree}, depth ≤ K)"
+    else:
+        a_txt = f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts)"
+    _layout(fig, title, subtitle=f"{a_txt} · ĉ = {c:.3f} (draft / verify forward time) · measured at "
+                                 f"K = {k_cfg}{adaptive}{pred_txt}")
     fig.update_xaxes(title_text="K (drafts per iteration)")
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def _chain_alpha(trace: Trace) -> float | None:
+    """Mean min(1, p/q) of the tested drafts of the chain iterations (None when there are none)."""
+    alphas = [d.alpha for it in trace.iterations if it.tree is None for d in it.drafts if d.tested]
+    return sum(alphas) / len(alphas) if alphas else None
 
 
 FIGURE_IDS = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions",

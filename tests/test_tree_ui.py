@@ -297,3 +297,14 @@ def test_replay_opens_a_tree_trace_on_a_tree_with_a_path():
     i = opening_index(trace)
     assert len(trace.iterations[i].tree.path) >= 2
     assert all(it.tree is None or len(it.tree.path) < 2 for it in trace.iterations[:i])
+
+
+def test_the_theory_figure_takes_no_chain_alpha_from_tree_paths():
+    from components.figures import theory_figure
+    only_trees = theory_figure(_trace(_branchy()))
+    assert "no chain α̂, no closed form" in only_trees.layout.title.text
+    assert not any((t.name or "").startswith("naive closed form") for t in only_trees.data)
+    assert any(t.name == "measured" for t in only_trees.data)
+    mixed = theory_figure(_trace(_branchy(), _chain(1)))
+    assert "α̂ = 1.000 (chain iterations only)" in mixed.layout.title.text     # the chain's one draft, α = 1
+    assert any(t.name == "naive closed form" for t in mixed.data)
