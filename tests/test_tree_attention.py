@@ -126,3 +126,20 @@ def test_target_keep_path_leaves_cache_and_features_as_a_chain_forward():
     assert torch.allclose(tree.features, chain.features, atol=1e-5)
     for a, b in zip(tree.cache.layers, chain.cache.layers):
         assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen2"])
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_the_presets_architectures_take_the_tree_mask(arch, impl):
+    """The hub presets' families (GPT-2: learned absolute positions; Qwen2) read the mask and positions alike."""
+    from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                           bos_token_id=0, eos_token_id=0))
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64))
+    model.eval().config._attn_implementation = impl
+    cache = _tree_vs_chains(model, lambda: new_kv_cache(model.config), [1, 2, 3, 4], [5, 6], PARENTS, TOKENS, 1e-5)
+    _keep_path_then_continue(model, cache, [1, 2, 3, 4], [5, 6], PARENTS, TOKENS, node=6, atol=1e-5)
