@@ -11,6 +11,8 @@ The protocol is small on purpose (``Drafter`` below):
   more than two unseen tokens (its prompt, or what was emitted while it sat out K = 0 iterations) get a
   forward of their own first, timed apart as the proposal's ``catchup_ms``.
 - ``outlook(ids)`` (optional) says, for free, what the next proposal will be like (``DraftOutlook``).
+- ``propose_tree(ids, n_nodes, top_k, policy, max_depth)`` (optional) proposes a token tree instead
+  (``tree.TreeProposal``), and ``rollback_tree(valid_len, path)`` then keeps only the accepted path.
 A drafter that reads the target's features (``feature_draft.FeatureDrafter``) also sets
 ``reads_features = True``; the engine then calls ``observe_features(start, features)`` with the
 target's post-norm last hidden states after the prefill and after every verify forward, before the
