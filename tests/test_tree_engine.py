@@ -164,3 +164,17 @@ def test_cli_tree_flags(capsys):
                            (["--tree-top-k", "9"], "tree_top_k (children per tree node) must be between 1")):
         assert main(["--prompt", "x", *flags]) == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(tokens=[1] * 5, parents=[-1, 0, 1, 2, 3]), "5 tokens for nodes asked = 4"),
+    (dict(tokens=[1, 2, 3], parents=[-1, -1, -1]), "3 children, more than top_k = 2"),
+    (dict(tokens=[1, 2, 3, 4], parents=[-1, 0, 1, 2]), "4 deep, more than the depth cap 3"),
+    (dict(tokens=[1, 99]), "outside the vocabulary"),
+])
+def test_bad_tree_proposals_are_refused(change, message):
+    from specdec_core.decoding.proposal_check import ProposalError, check_tree_proposal
+    from specdec_core.drafters.tree import TreeProposal
+    prop = TreeProposal(**{**dict(tokens=[1, 2], parents=[-1, 0], siblings="distinct", draft_probs=None), **change})
+    with pytest.raises(ProposalError, match=message):
+        check_tree_proposal(prop, 4, 2, 3, 16, torch.device("cpu"), sampling=True)

@@ -81,7 +81,8 @@ def check_tree_proposal(prop: Any, n_nodes: int, top_k: int, max_depth: int, voc
             fail(f"a node has {widest} children, more than top_k = {top_k}")
         if max(depths(prop.parents)) > max_depth:
             fail(f"the tree is {max(depths(prop.parents))} deep, more than the depth cap {max_depth}")
-    _check_tokens_and_q(prop, n_nodes, vocab_size, device, sampling and prop.siblings == "independent", fail)
+    _check_tokens_and_q(prop, n_nodes, vocab_size, device, sampling and prop.siblings == "independent", fail,
+                        "nodes asked")
 
 
 def check_proposal(prop: Any, k: int, vocab_size: int, device: torch.device, *, sampling: bool,
@@ -99,12 +100,12 @@ def check_proposal(prop: Any, k: int, vocab_size: int, device: torch.device, *, 
 
 
 def _check_tokens_and_q(prop: Proposal | TreeProposal, k: int, vocab_size: int, device: torch.device,
-                        sampling: bool, fail: Any) -> None:
+                        sampling: bool, fail: Any, limit_name: str = "K") -> None:
     tokens = prop.tokens
     if not isinstance(tokens, (list, tuple)):
         fail(f"tokens must be a list of ints, got {type(tokens).__name__}")
     if len(tokens) > k:
-        fail(f"{len(tokens)} tokens for K = {k}")
+        fail(f"{len(tokens)} tokens for {limit_name} = {k}")
     for i, t in enumerate(tokens):
         if isinstance(t, bool) or not isinstance(t, int):
             fail(f"token {i} is {t!r} ({type(t).__name__}), not an int token id")
