@@ -167,7 +167,7 @@ def test_cli_tree_flags(capsys):
 
 
 @pytest.mark.parametrize("change,message", [
-    (dict(tokens=[1] * 5, parents=[-1, 0, 1, 2, 3]), "5 tokens for nodes asked = 4"),
+    (dict(tokens=[1] * 5, parents=[-1, -1, 0, 0, 1]), "5 tokens for nodes asked = 4"),
     (dict(tokens=[1, 2, 3], parents=[-1, -1, -1]), "3 children, more than top_k = 2"),
     (dict(tokens=[1, 2, 3, 4], parents=[-1, 0, 1, 2]), "4 deep, more than the depth cap 3"),
     (dict(tokens=[1, 99]), "outside the vocabulary"),
