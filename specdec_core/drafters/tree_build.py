@@ -81,9 +81,10 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
     if n_nodes <= 0 or max_depth <= 0 or top_k <= 0:
         return TreeProposal([], [], siblings, None, forward_ms=[first_ms], forwards=1), []
     g = _Growth()
-    times = [first_ms]
     stop = ""
+    t0 = now_ms(device)
     _add_children(g, -1, 0, 1.0, root_logits, top_k, policy, siblings)
+    times = [first_ms + now_ms(device) - t0]         # a level's time: its forward and choosing its children
     level = list(range(len(g.tokens)))
     for depth in range(1, max_depth):
         worth = [i for i in level if _expandable(g, i, policy)]
@@ -96,12 +97,12 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
             break
         t0 = now_ms(device)
         logits = step(worth, g.tokens, g.parents)
-        times.append(now_ms(device) - t0)
         level = []
         for row, node in enumerate(worth):
             start = len(g.tokens)
             _add_children(g, node, depth, g.scores[node], logits[row], top_k, policy, siblings)
             level += range(start, len(g.tokens))
+        times.append(now_ms(device) - t0)
     layout, parents = best_subtree(g.parents, g.scores, n_nodes)
     q = torch.stack([g.qs[g.dist[i]] for i in layout]) if (layout and not policy.greedy) else None
     raw = torch.stack([g.raws[g.dist[i]] for i in layout]) if (layout and policy.raw_probs) else None
