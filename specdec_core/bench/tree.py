@@ -75,7 +75,7 @@ def setting_configs(ts: TreeSettings, temperature: float) -> dict[str, SpecConfi
                                                           max_new_tokens=n),
             f"tree of {ts.nodes}, fixed depth {FIXED_DEPTH}": SpecConfig(k=FIXED_DEPTH, k_policy="fixed", temperature=t,
                                                                       max_new_tokens=n, **tree),
-            "chain, defaults": recommended_config(temperature=t, max_new_tokens=n),
+            "chain, defaults": recommended_config(temperature=t, max_new_tokens=n, tree_nodes=0),
             f"tree of <= {ts.nodes}, defaults": recommended_config(temperature=t, max_new_tokens=n, **tree)}
 
 
