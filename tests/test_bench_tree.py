@@ -56,6 +56,20 @@ def test_report_states_the_goals():
     assert text.count("\n| feature T 0") == 4
 
 
+def test_runs_are_priced_alike():
+    from specdec_core.bench.tree import _price
+    run = dict(curve=[10.0, 10.0, 15.0, 20.0], model_draft=True, tokens=6)
+    chain = dict(run, plan=[(3, 2), (3, 2)], draft_ms=[1.0, 1.0, 9.0, 1.0])           # 2 iterations: 2 drafts each
+    tree = dict(run, plan=[(4, 2), (1, 0)], draft_ms=[1.0, 3.0], curve=None)           # a tree, then K = 0
+    lookup = dict(run, plan=[(4, 1)], draft_ms=[0.5], model_draft=False, curve=None)
+    sides = {"d T 0: chain": {"runs": [chain]}, "d T 0.7: tree": {"runs": [tree]}, "n T 0: x": {"runs": [lookup]}}
+    _price(sides)
+    # draft d's median forward: median(1, 1, 9, 1, 1, 3) = 1; the baseline: 6 tokens x 10 ms
+    assert chain["priced"] == pytest.approx(60 / (2 * (15 + 2)))
+    assert tree["priced"] == pytest.approx(60 / ((20 + 2) + 10))
+    assert lookup["priced"] == pytest.approx(60 / (20 + 0.5))                        # one lookup per iteration
+
+
 @pytest.mark.slow
 def test_tree_bench_runs_on_the_bundled_model(bundled):
     target, tok = bundled
