@@ -228,7 +228,9 @@ def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
 def iterations_profile(iterations: Sequence[IterationRecord],
                        fallback: AcceptanceProfile | None = None) -> AcceptanceProfile:
     """``acceptance_profile`` of some iterations; a position none of them tested takes ``fallback``'s value
-    (else the mean over the positions they tested)."""
+    (else the mean over the positions they tested). Chain iterations only: a tree iteration's drafts are its
+    accepted path (``tree_cost.branch_table`` reads trees)."""
+    iterations = [it for it in iterations if it.tree is None]
     acc: dict[int, list[float]] = {}
     asked: dict[int, int] = {}
     got: dict[int, int] = {}
