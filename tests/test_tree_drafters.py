@@ -259,3 +259,22 @@ def test_feature_draft_tree_holds_the_greedy_chain_and_its_q_rows(tiny):
     assert_shape(prop, 8, 4, 3)
     d.rollback_tree(len(IDS) + 1, [0])
     assert d.true_len == len(IDS) - 1 == d.cache.get_seq_length()   # the tree's guessed rows are gone
+
+
+def test_shipped_feature_draft_tree_holds_its_greedy_chain(bundled):
+    from specdec_core.drafters.registry import shipped_draft_for
+    from specdec_core.models.loading import encode_prompt
+    target, tok = bundled
+    ids = encode_prompt(tok, "Explain how a refrigerator keeps food cold.", chat=True)
+
+    def ready() -> FeatureDrafter:
+        d = shipped_draft_for("feature", target).make_drafter()
+        d.start(ids)
+        tm = TargetModel(target, keep_features=True)
+        tm.forward(ids[:-1])
+        d.observe_features(tm.features_from, tm.features)
+        return d
+    chain = ready().propose(ids, 3, GREEDY).tokens
+    tree = ready().propose_tree(ids, 16, 4, GREEDY, 3)
+    assert_shape(tree, 16, 4, 3)
+    assert len(tree.tokens) == 16 and top_path(tree) == chain
