@@ -136,8 +136,8 @@ def lookup_tree(ids: list[int], matches: list[Match], n_nodes: int, top_k: int, 
     weighs its match length (a match that agrees further back is likelier the source being copied); a
     node's score is the weight of the matches through it. The ``n_nodes`` best-scored nodes are kept, at
     most ``top_k`` children per node (the heaviest; the best match's first among equals). The first match's
-    continuation is the chain prompt lookup drafts: at least as heavy as any sibling it has only when no
-    other continuation outweighs it. Returns (tokens, parents)."""
+    continuation is the chain prompt lookup drafts; the tree holds it as far as no other continuation
+    outweighs it. Returns (tokens, parents)."""
     tokens: list[int] = []
     parents: list[int] = []
     weight: list[float] = []
