@@ -396,9 +396,7 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     calibrated curve with a GPU-like verify (every verify costs a one-token forward)."""
     title = "Measured vs. theory (α, c and costs from this run)"
     trees = any(it.tree is not None for it in trace.iterations)
-    # a tree iteration's recorded drafts are its accepted path: only chain iterations estimate a chain's α
-    alpha = _chain_alpha(trace) if trees else estimate_alpha(trace)
-    c = estimate_c(trace)
+    alpha, c = estimate_alpha(trace), estimate_c(trace)     # α̂: chain iterations only
     if c is None or (alpha is None and not trees):
         return empty_figure(title, "Needs at least one iteration with drafts: run a prompt.")
     k_cfg = int(trace.config.get("k", 1))
@@ -449,12 +447,6 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     fig.update_xaxes(title_text="K (drafts per iteration)")
     fig.update_yaxes(rangemode="tozero")
     return fig
-
-
-def _chain_alpha(trace: Trace) -> float | None:
-    """Mean min(1, p/q) of the tested drafts of the chain iterations (None when there are none)."""
-    alphas = [d.alpha for it in trace.iterations if it.tree is None for d in it.drafts if d.tested]
-    return sum(alphas) / len(alphas) if alphas else None
 
 
 FIGURE_IDS = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions",
