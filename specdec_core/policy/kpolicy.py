@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
@@ -212,6 +213,8 @@ class CostAwareK:
         self.catchup_ms = 0.0                     # a catch-up forward's cost per token fed (learnt)
         self.catchup_seen = False
         self.branch: dict[int, _Decayed] = {}     # a tree's acceptance by sibling rank, then by depth
+        self.tree_draft_ms: float | None = None   # a tree's draft forward (one level) and host time per iteration,
+        self.tree_overhead_ms: float | None = None  # learnt from tree iterations (None: none yet)
         self._chain: tuple[float | None, int] = (None, 0)   # the last choose(): its tok/s (None: a tree may not
                                                             # compete, see choose_tree), the depth cap
 
@@ -277,7 +280,7 @@ class CostAwareK:
         chain_rate, cap = self._chain
         if chain_rate is None or n_nodes < 2 or cap < 1:
             return 0, k, why
-        costs = self.costs(max(self.k_max, n_nodes) + 1)
+        costs = self.tree_costs(max(self.k_max, n_nodes) + 1)
         accept = self.branch_accept(cap, top_k, outlook)
         n, rate, tokens, ms = best_tree_rate(costs, accept, n_nodes, top_k, cap)
         ms += self.catchup_price()
@@ -378,13 +381,31 @@ class CostAwareK:
             self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
             self.catchup_seen = True
         steps = it.draft_ms
-        if steps:
-            per = sum(steps) / len(steps) if self.draft_per_token else sum(steps)
+        per = (sum(steps) / len(steps) if self.draft_per_token else sum(steps)) if steps else None
+        if it.tree is not None:   # a tree's level forwards and host work, learnt apart from a chain's
+            self.tree_draft_ms = _decayed(self.tree_draft_ms, per)
+            self.tree_overhead_ms = _decayed(self.tree_overhead_ms, it.other_ms)
+            return
+        if per is not None:
             self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
             self.draft_seen = True
         self.overhead_ms = it.other_ms if not self.overhead_seen else (
             DECAY * self.overhead_ms + (1 - DECAY) * it.other_ms)
         self.overhead_seen = True
+
+    def tree_costs(self, n: int) -> Costs:
+        """The costs of a tree iteration: ``costs(n)`` with a tree's own draft forward (a level feeds several
+        nodes) and host time (its verification walks the tree) once a tree was verified, a chain's before."""
+        c = self.costs(n)
+        return replace(c, draft_ms=c.draft_ms if self.tree_draft_ms is None else self.tree_draft_ms,
+                       overhead_ms=c.overhead_ms if self.tree_overhead_ms is None else self.tree_overhead_ms)
+
+
+def _decayed(old: float | None, new: float | None) -> float | None:
+    """A running mean with memory ``DECAY``; the first value as it is; None leaves it."""
+    if new is None:
+        return old
+    return new if old is None else DECAY * old + (1 - DECAY) * new
 
 
 
