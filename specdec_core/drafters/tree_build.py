@@ -16,7 +16,7 @@ end-of-sequence token, a score below the run's confidence stop).
 
 Siblings (``drafters.tree``): greedy and top-k trees have ``"distinct"`` siblings, the draft's best
 candidates by q; under sampling a drafter may instead draw ``"independent"`` siblings, ``top_k`` i.i.d. draws
-from the warped q at the parent (repeats allowed, as the recursive-rejection rule needs). Row i of ``draft_probs`` is the warped q at node i's parent (None
+from the warped q at the parent (repeats allowed, as the recursive-rejection rule needs; kept as drawn: chosen by their parent's score, in draw order). Row i of ``draft_probs`` is the warped q at node i's parent (None
 when greedy); the greedy top-1 path is the chain the same draft drafts greedily.
 """
 from __future__ import annotations
@@ -103,7 +103,11 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
             _add_children(g, node, depth, g.scores[node], logits[row], top_k, policy, siblings)
             level += range(start, len(g.tokens))
         times.append(now_ms(device) - t0)
-    layout, parents = best_subtree(g.parents, g.scores, n_nodes)
+    # independent siblings must stay draws from q, tested in draw order: chosen by their PARENT's score (known
+    # before they were drawn), siblings in draw order; ranking them by their own draws would bias the
+    # recursive rejection (tests/test_tree_exactness.py)
+    keys = g.scores if siblings == "distinct" else [1.0 if p < 0 else g.scores[p] for p in g.parents]
+    layout, parents = best_subtree(g.parents, keys, n_nodes)
     q = torch.stack([g.qs[g.dist[i]] for i in layout]) if (layout and not policy.greedy) else None
     raw = torch.stack([g.raws[g.dist[i]] for i in layout]) if (layout and policy.raw_probs) else None
     prop = TreeProposal([g.tokens[i] for i in layout], parents, siblings, q, raw, forward_ms=times,
