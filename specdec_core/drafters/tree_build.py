@@ -16,7 +16,8 @@ end-of-sequence token, a score below the run's confidence stop).
 
 Siblings (``drafters.tree``): greedy and top-k trees have ``"distinct"`` siblings, the draft's best
 candidates by q; under sampling a drafter may instead draw ``"independent"`` siblings, ``top_k`` i.i.d. draws
-from the warped q at the parent (repeats allowed, as the recursive-rejection rule needs; kept as drawn: chosen by their parent's score, in draw order). Row i of ``draft_probs`` is the warped q at node i's parent (None
+from the warped q at the parent (repeats allowed, as the recursive-rejection rule needs; kept as drawn: chosen
+by their parent's score, in draw order). Row i of ``draft_probs`` is the warped q at node i's parent (None
 when greedy); the greedy top-1 path is the chain the same draft drafts greedily.
 """
 from __future__ import annotations
