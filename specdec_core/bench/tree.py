@@ -85,7 +85,6 @@ INDEPENDENT = "independent siblings"   # the label suffix of the fixed tree draf
 def run_tree_bench(target: torch.nn.Module, tokenizer: Any, ts: TreeSettings,
                    log: Callable[[str], None] = print) -> dict:
     """Measure every (draft, temperature, setting) side against the baseline on ``ts.prompts`` held-out prompts."""
-    from ..drafters.model import model_drafter
     from ..drafters.ngram import NGramDrafter
     from ..drafters.registry import shipped_draft_for
     from ..models.loading import encode_prompt
@@ -163,7 +162,8 @@ def _run_figures(trace: Any, baseline: Any) -> dict:
             "accepted": trace.stats.accepted, "trees": sum(it.tree is not None for it in its),
             "verify_ms": sum(it.verify_ms for it in its), "fed": sum(fed_tokens(it) for it in its),
             "predicted": predict_speedup(trace), "predicted_flat": predict_speedup(trace, flat=True),
-            "plan": [(fed_tokens(it), len(it.draft_ms)) for it in its], "draft_ms": [ms for it in its for ms in it.draft_ms],
+            "plan": [(fed_tokens(it), len(it.draft_ms)) for it in its],
+            "draft_ms": [ms for it in its for ms in it.draft_ms],
             "curve": (trace.calibration or {}).get("verify_ms"), "model_draft": trace.stats.draft_forwards > 0}
 
 
@@ -179,7 +179,8 @@ def _price(per_side: dict[str, dict]) -> None:
         return
     for side, entry in per_side.items():
         draft = side.split(" T ")[0]
-        forwards = [ms for s, e in per_side.items() if s.split(" T ")[0] == draft for r in e["runs"] for ms in r["draft_ms"]]
+        forwards = [ms for s, e in per_side.items() if s.split(" T ")[0] == draft
+                    for r in e["runs"] for ms in r["draft_ms"]]
         draft_ms = statistics.median(forwards) if forwards else 0.0
         for r in entry["runs"]:
             costs = Costs(tuple(curve), draft_ms, r["model_draft"])
@@ -246,20 +247,24 @@ def render_tree(section: dict) -> str:
            "baseline's tokens at a one-token forward; prefill and overhead left out); per iteration: tokens "
            "emitted, the verify's ms and tokens fed; the share of iterations that verified a tree; the cost "
            "model's prediction for the same runs with this machine's verify and with a flat (GPU-like) one.", "",
-           "| draft, T: setting | speedup | priced | predicted | flat verify | tokens/iteration | verify ms | fed | trees |",
+           "| draft, T: setting | speedup | priced | predicted | flat verify | tokens/iteration | verify ms | fed "
+           "| trees |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in section["rows"]:
         speed = "refused" if r["speedup"] is None else f"{r['speedup']:.2f}x [{r['lo']:.2f}–{r['hi']:.2f}]"
-        out.append(f"| {r['side']} | {speed} | {_x(r.get('priced'))} | {_x(r['predicted'])} | {_x(r['predicted_flat'])} | "
+        out.append(f"| {r['side']} | {speed} | {_x(r.get('priced'))} | {_x(r['predicted'])} | "
+                   f"{_x(r['predicted_flat'])} | "
                    f"{r['tokens_per_iteration']:.2f} | {r['verify_ms_per_iteration']:.1f} | "
                    f"{r['fed_per_iteration']:.1f} | {100 * r['tree_share']:.0f} % |")
     verdict = {True: "yes", False: "NO", None: ""}
     out += ["", "| draft, T | fixed tree ÷ chain, tokens/iteration | goal | met | defaults with trees ÷ without, "
-                "speed | goal | met | the same, priced | tree iterations (defaults) |", "|---|---|---|---|---|---|---|---|---|"]
+                "speed | goal | met | the same, priced | tree iterations (defaults) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for g in section["goals"]:
         out.append(f"| {g['draft']}, T {g['temperature']:g} | {g['tokens_gain']:.2f} | {g['tokens_goal']} | "
                    f"{verdict[g['tokens_met']]} | {_x(g['defaults_ratio'])} | {g['speed_goal']} | "
-                   f"{verdict[g['speed_met']]} | {_x(g.get('priced_ratio'))} | {100 * g['tree_share_defaults']:.0f} % |")
+                   f"{verdict[g['speed_met']]} | {_x(g.get('priced_ratio'))} | "
+                   f"{100 * g['tree_share_defaults']:.0f} % |")
     refused = [x for r in section["rows"] for x in r["refused"]]
     if refused:
         out += ["", "Refused (output differs from the baseline):"] + [f"- {x}" for x in refused]

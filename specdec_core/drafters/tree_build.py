@@ -43,7 +43,6 @@ class _Growth:
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
-    depths: list[int] = field(default_factory=list)
     dist: list[int] = field(default_factory=list)          # index into ``qs`` / ``raws``: the parent's distribution
     qs: list[torch.Tensor] = field(default_factory=list)    # warped q per expanded parent (sampling only)
     raws: list[torch.Tensor] = field(default_factory=list)  # unwarped softmax per expanded parent
@@ -84,10 +83,10 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
     g = _Growth()
     stop = ""
     t0 = now_ms(device)
-    _add_children(g, -1, 0, 1.0, root_logits, top_k, policy, siblings)
+    _add_children(g, -1, 1.0, root_logits, top_k, policy, siblings)
     times = [first_ms + now_ms(device) - t0]         # a level's time: its forward and choosing its children
     level = list(range(len(g.tokens)))
-    for depth in range(1, max_depth):
+    for _ in range(1, max_depth):               # levels 2 … max_depth
         worth = [i for i in level if _expandable(g, i, policy)]
         worth = sorted(worth, key=lambda i: -g.scores[i])[:top_k]
         if not worth:
@@ -101,7 +100,7 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
         level = []
         for row, node in enumerate(worth):
             start = len(g.tokens)
-            _add_children(g, node, depth, g.scores[node], logits[row], top_k, policy, siblings)
+            _add_children(g, node, g.scores[node], logits[row], top_k, policy, siblings)
             level += range(start, len(g.tokens))
         times.append(now_ms(device) - t0)
     # independent siblings must stay draws from q, tested in draw order: chosen by their PARENT's score (known
@@ -116,7 +115,7 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
     return prop, layout
 
 
-def _add_children(g: _Growth, parent: int, parent_depth: int, parent_score: float, logits: torch.Tensor,
+def _add_children(g: _Growth, parent: int, parent_score: float, logits: torch.Tensor,
                   top_k: int, policy: DraftPolicy, siblings: str) -> None:
     tokens, raw, q = _children(logits, top_k, policy, siblings)
     g.raws.append(raw)
@@ -126,7 +125,6 @@ def _add_children(g: _Growth, parent: int, parent_depth: int, parent_score: floa
         g.tokens.append(tok)
         g.parents.append(parent)
         g.scores.append(parent_score * c)
-        g.depths.append(parent_depth + 1)
         g.dist.append(len(g.raws) - 1)
 
 

@@ -54,11 +54,11 @@ against a wrong calibration, by its worst case.
 Token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``): each iteration the best chain above competes
 with trees of 2 … N nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of
 a(d, r), the acceptance of the r-th best child at depth d given its parent was reached, learnt from every
-verified tree; a tree only where it predicts ``TREE_MARGIN`` = 5 % more tokens per second (on this CPU a tree
-that predicts less gains less than the model's error: measured on held-out prompts, trees taken at any predicted
-gain ran 0.93-1.01 x the chain). Before any was tested the best child is
-priced as a chain's draft at that depth and the r-th at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what the best one
-misses (a prior not yet priced by replay as the rules above were).
+verified tree, and with a tree iteration's own draft and host times; a tree only where it predicts
+``TREE_MARGIN`` = 5 % more tokens per second (measured on held-out prompts, trees taken at any predicted gain
+ran 0.93–1.01 × the chain on this CPU: smaller gains are within the model's error). Before any was tested the
+best child is priced as a chain's draft at that depth and the r-th at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what
+the best one misses (a prior not yet priced by replay as the rules above were).
 
 ``DECAY`` (0.9) is the memory of every running estimate (acceptance, draft, catch-up and overhead times), not
 a prior: a memory of the whole run instead moves the replayed acceptance figures by less than 0.5 %.
@@ -276,9 +276,9 @@ class CostAwareK:
     def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
                     outlook: DraftOutlook | None = None) -> tuple[int, int, str]:
         """A tree of 2 … ``n_nodes`` nodes when one predicts ``TREE_MARGIN`` more tokens per second than the chain
-        ``choose`` picks (near the run's end: the finish plan's K, at its steady rate), else that chain: the tree priced as the
-        best tree of its size under ``branch_accept`` (``tree_cost``), never deeper than the chain may go.
-        Where no draft can pay, always the chain."""
+        ``choose`` picks (near the run's end: the finish plan's K, at its steady rate), else that chain. A tree
+        is priced as the best tree of its size under ``branch_accept`` (``tree_cost``) with ``tree_costs``,
+        never deeper than the chain may go. Where no draft can pay, always the chain."""
         k, why = self.choose(max_k, outlook)
         chain_rate, cap = self._chain
         if chain_rate is None or n_nodes < 2 or cap < 1:
