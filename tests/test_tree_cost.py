@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.policy.costmodel import AcceptanceProfile, Costs, predicted_split, tokens_given_length
+from specdec_core.policy.costmodel import (AcceptanceProfile, Costs, acceptance_profile, predicted_split,
+    tokens_given_length)
 from specdec_core.policy.kpolicy import CostAwareK, FixedK, HeuristicK
 from specdec_core.policy.tree_cost import (best_tree, best_tree_rate, branch_observations, branch_table, reach,
     tree_iteration_ms, tree_prediction, tree_tokens)
@@ -117,6 +118,7 @@ def test_a_run_with_trees_is_priced_as_its_trees():
     trace = Trace(config={}, prompt="", prompt_ids=[1], iterations=[it])
     split = predicted_split(trace, FLAT)
     assert (split.draft, split.verify, split.tokens) == (pytest.approx(2.0), pytest.approx(10.0), pytest.approx(2.0))
+    assert acceptance_profile([trace]).accept == (0.0, 0.0)   # trees alone: their best children by depth
 
 
 def test_fixed_and_heuristic_policies_always_draft_their_tree():

@@ -221,8 +221,15 @@ class TimeSplit:
 def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
     """Per-position acceptance pooled over runs: accept[j-1] = mean alpha of the tested j-th drafts
     (alpha is a tested draft's acceptance probability: 0/1 in greedy mode); propose[j-1] = share of
-    iterations that asked for >= j drafts and got j-1 that also got a j-th."""
-    return iterations_profile([it for tr in traces for it in tr.iterations])
+    iterations that asked for >= j drafts and got j-1 that also got a j-th. Runs of token trees alone: the
+    trees' best children by depth (``tree_cost.branch_table``), what a chain of the draft's best guesses meets."""
+    iterations = [it for tr in traces for it in tr.iterations]
+    if iterations and all(it.tree is not None for it in iterations):
+        from .tree_cost import branch_table
+        table = branch_table(iterations)
+        depth = max((d for d, r in table if r == 1), default=0)
+        return AcceptanceProfile(tuple(table.get((d, 1), 0.0) for d in range(1, depth + 1)))
+    return iterations_profile(iterations)
 
 
 def iterations_profile(iterations: Sequence[IterationRecord],
