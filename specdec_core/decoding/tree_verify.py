@@ -25,9 +25,10 @@ level at a time; where it stops it emits one more token. Three rules, chosen by 
 tests/test_tree_verify.py checks all three by enumeration: the law of the emitted tokens equals p to
 float64 precision. Randomness comes from the run's generator in a fixed order: recursive rejection draws
 one uniform per node (in node order, used when tested), then one draw for the new token; the target
-draw draws one token per row (root and every node) at once. Everything the walk needs goes to the host
-in one transfer (for the target draw and greedy, all of it); recursive rejection's new token, sampled once
-the walk has ended, and the display rows take one more.
+draw draws one uniform per row (root and every node) and, on the CPU, samples only the rows the walk visits
+(elsewhere every row at once, so that everything the walk needs goes to the host in one transfer, as for
+greedy); recursive rejection's new token, sampled once the walk has ended, and the display rows take one
+more.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
 from ..drafters.tree import TreeProposal, children
-from ..sampling import Warping, acceptance_probs, residual_distribution, sample
+from ..sampling import Warping, acceptance_probs, inverse_cdf, residual_distribution, sample
 from ..trace import TREE_RULES as RULES
 from .verify import TOP_N, Top, _to_host, _top
 
@@ -122,8 +123,9 @@ def verify_tree(logits: torch.Tensor, proposal: TreeProposal, warping: Warping,
         d = decide_tree(p, proposal, rule, u=u, bugs=bugs, raw=(raw_p, raw_q))
         token_t = sample(d.drawn_from, generator)
         return _finish(d, proposal, token_t, p, d.p_raw, d.q_raw, show)
-    y = sample(p, generator)                                            # one draw per row
-    d = decide_tree(p, proposal, rule, draws=y, bugs=bugs, raw=(raw_p, raw_q))
+    u = torch.rand((n + 1, 1), generator=generator, dtype=torch.float64, device=dev)   # as ``sample`` draws
+    draws = _LazyDraws(p, u) if dev.type == "cpu" else inverse_cdf(p, u)   # the CPU samples only rows visited
+    d = decide_tree(p, proposal, rule, draws=draws, bugs=bugs, raw=(raw_p, raw_q))
     return _finish(d, proposal, None, p, d.p_raw, d.q_raw, show)
 
 
@@ -150,7 +152,7 @@ class TreeDecision:
 
 
 def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule: str, *,
-                u: torch.Tensor | None = None, draws: torch.Tensor | list[int] | None = None,
+                u: torch.Tensor | None = None, draws: "torch.Tensor | list[int] | _LazyDraws | None" = None,
                 q_x: list[float] | None = None, bugs: InjectedBugs = NO_BUGS,
                 raw: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)) -> TreeDecision:
     """The walk of ``rule`` for given randomness. ``target_probs`` (N + 1, V): warped p at the root and at
@@ -185,13 +187,19 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
                             not (bugs.drop_bonus and leaf and path), p_raw, q_raw)
     if rule != "target_draw":
         raise ValueError(f"unknown tree verification rule {rule!r}; expected one of {RULES}")
-    draws_t = torch.as_tensor(draws, device=dev)
-    p_y = target_probs[torch.arange(n + 1, device=dev), draws_t]      # p of each row's draw
-    p_l, q_l, y_l, p_y_l, p_raw, q_raw = _to_host(p_x, q_x, draws_t, p_y, *raw)
-    y = [int(t) for t in y_l]
+    if isinstance(draws, _LazyDraws):
+        p_l, q_l, p_raw, q_raw = _to_host(p_x, q_x, *raw)
+        y, p_y_l = draws, None
+    else:   # every row's draw and its p come with the walk's values, in one transfer
+        draws_t = torch.as_tensor(draws, device=dev)
+        p_y = target_probs[torch.arange(n + 1, device=dev), draws_t]
+        p_l, q_l, y_l, p_y_l, p_raw, q_raw = _to_host(p_x, q_x, draws_t, p_y, *raw)
+        y = [int(t) for t in y_l]
     path, status, stop = _walk_by_draw(tokens, parents, y)
     kids = children(parents, stop)
     p_stop = target_probs[stop + 1]
+    token = y[stop + 1]
+    token_p = p_y_l[stop + 1] if p_y_l is not None else float(p_stop[token])
     drawn, token_res = p_stop, None
     if kids:   # y was none of the children: its law is p without them
         kid_tokens = sorted({tokens[c] for c in kids})
@@ -199,9 +207,22 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
         drawn[torch.tensor(kid_tokens, device=dev)] = 0
         drawn = drawn / drawn.sum().clamp_min(1e-30)
         kid_mass = sum(p_l[next(c for c in kids if tokens[c] == t)] for t in kid_tokens)
-        token_res = p_y_l[stop + 1] / max(1.0 - kid_mass, 1e-30)
-    return TreeDecision(rule, path, status, p_l, q_l, [None] * n, [None] * n, stop, not kids, y[stop + 1], drawn,
-                        p_stop, not (bugs.drop_bonus and not kids and path), p_raw, q_raw, p_y_l[stop + 1], token_res)
+        token_res = token_p / max(1.0 - kid_mass, 1e-30)
+    return TreeDecision(rule, path, status, p_l, q_l, [None] * n, [None] * n, stop, not kids, token, drawn,
+                        p_stop, not (bugs.drop_bonus and not kids and path), p_raw, q_raw, token_p, token_res)
+
+
+class _LazyDraws:
+    """The target draw's token at each row of p, sampled when the walk first reads the row (from the uniform
+    drawn for it up front), so only the visited rows are sampled."""
+
+    def __init__(self, p: torch.Tensor, u: torch.Tensor) -> None:
+        self.p, self.u, self.drawn = p, u, {}
+
+    def __getitem__(self, row: int) -> int:
+        if row not in self.drawn:
+            self.drawn[row] = int(inverse_cdf(self.p[row:row + 1], self.u[row:row + 1])[0])
+        return self.drawn[row]
 
 
 def _walk_by_draw(tokens: list[int], parents: list[int], draws: list[int]) -> tuple[list[int], list[str], int]:
