@@ -10,6 +10,9 @@ position (plus one for the token the iteration ends with) and one row per step, 
                 rejection (its top residual tokens listed; greedy: the target's own choice, argmax p), or
                 the bonus token when all were accepted
 
+A token-tree iteration is shown the same way along its accepted path (the iteration's ``drafts``), with the
+number of nodes drafted and tested in the subtitle; ``tree_figures`` draws the whole tree.
+
 ``stage`` (1-4) shows the steps up to that one, for building the slide up step by step. Everything shown
 is what the engine recorded in the trace; nothing is recomputed except min/max display arithmetic.
 """
@@ -44,10 +47,12 @@ def _fate(d: DraftRecord) -> tuple[str, str]:
     return "not tested", "#777777"
 
 
-def _decide_text(d: DraftRecord, greedy: bool) -> str:
+def _decide_text(d: DraftRecord, greedy: bool, tree: bool = False) -> str:
     label, _ = _fate(d)
     if not d.tested:
         return "not tested<br>(after a rejection)"
+    if tree and not greedy and d.u is None:        # a tree rule with no α: the target's own draw picked it
+        return f"the target's draw<br>y ~ p hit this child<br><b>{label}</b>"
     if greedy or d.u is None:
         same = "=" if d.accepted else "≠"
         return f"α = {_fmt(d.alpha)}<br>draft {same} argmax p<br><b>{label}</b>"
@@ -70,7 +75,8 @@ def _final_text(it: IterationRecord, greedy: bool) -> tuple[str, str, str]:
                                    "own choice replaces<br>the rejected draft", pal.RESAMPLED)
     if it.resampled is not None:
         r = it.resampled
-        lines = [f"<b>{plot_text(r.text or str(r.token_id), 16)}</b>", "from norm(max(0, p − q))"]
+        how = "where every child failed" if it.tree is not None else "from norm(max(0, p − q))"
+        lines = [f"<b>{plot_text(r.text or str(r.token_id), 16)}</b>", how]
         if r.residual_prob is not None:
             lines.append(f"prob {_fmt(r.residual_prob)}")
         top = [f"{plot_text(str(t[1]), 10)} {float(t[2]):.2f}" for t in r.residual_top[:RESIDUAL_SHOWN]]
@@ -94,7 +100,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     stage = min(max(int(stage), 1), N_STAGES)
     it = trace.iterations[i]
     title = f"Anatomy of iteration {i + 1}"
-    if not it.drafts:
+    if not it.drafts and it.tree is None:
         return empty_figure(title, no_drafts_message(trace, it), HEIGHT)
     greedy = is_greedy(trace)
     n = len(it.drafts)
@@ -106,7 +112,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         [f"<b>{plot_text(d.text or str(d.token_id), 14)}</b><br>q = {_fmt(d.q)}" for d in it.drafts],
         [f"p = {_fmt(d.p)}" + (f"<br>(softmax {_fmt(d.p_raw)})" if greedy and d.p_raw is not None else "")
          for d in it.drafts],
-        [_decide_text(d, greedy) for d in it.drafts],
+        [_decide_text(d, greedy, it.tree is not None) for d in it.drafts],
         [_emit_text(d) for d in it.drafts] + [final],
     ]
     fig = go.Figure()
@@ -135,21 +141,30 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
                            "line": {"color": "#bbbbbb" if s >= stage else "#888888", "width": 1,
                                     "dash": "dot" if s >= stage else "solid"},
                            "fillcolor": fill, "layer": "below"})
-    if stage >= 2:    # the one verify forward spans every draft
+    if stage >= 2 and n:    # the one verify forward spans every draft
         shapes.append({"type": "rect", "x0": -0.5, "x1": n - 0.5, "y0": rows[1] - 0.48, "y1": rows[1] + 0.48,
                        "line": {"color": pal.TARGET, "width": 3}, "fillcolor": "rgba(0,0,0,0)"})
     accepted = sum(d.accepted for d in it.drafts)
     ends = ("no extra token" if it.resampled is None and it.bonus is None else "a bonus token" if it.bonus is not None
             else "the target's choice (argmax p)" if greedy else "a resampled token")
     m = len(it.emitted)
-    subtitle = (f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {m} token{'s' if m != 1 else ''} from ONE "
-                f"target forward ({it.verify_ms:.0f} ms)")
-    stopped = bool(it.draft_stop) and n < it.k
+    tokens = f"{m} token{'s' if m != 1 else ''} from ONE target forward ({it.verify_ms:.0f} ms)"
+    if it.tree is not None:
+        t = it.tree
+        tested = sum(nd.status != "untested" for nd in t.nodes)
+        rule = t.rule.replace("_", " ")
+        path = f"the path of {n} accepted shown as a chain" if n else "no child of the root accepted"
+        subtitle = html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{rule}”): {path},",
+                               quote=False) + "<br>" + html.escape(
+                                   f"then {ends} → {tokens}; the tree figure below shows every node", quote=False)
+    else:
+        subtitle = f"K = {it.k}: {accepted} of {n} drafts accepted, then {ends} → {tokens}"
+    stopped = bool(it.draft_stop) and n < it.k and it.tree is None
     if stopped:
         subtitle += "<br>" + html.escape(f"Only {n} of K = {it.k} drafted: {it.draft_stop}.", quote=False)
     _layout(fig, f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}", height=HEIGHT, subtitle=subtitle,
             shapes=shapes, showlegend=False)
-    fig.update_layout(margin={"l": 150, "r": 20, "t": 95 if stopped else 80, "b": 40})
+    fig.update_layout(margin={"l": 150, "r": 20, "t": 115 if it.tree is not None else 95 if stopped else 80, "b": 40})
     fig.update_xaxes(range=[-0.55, len(cols) - 0.45], tickvals=x, ticktext=cols, side="top", showgrid=False,
                      zeroline=False, title_text="")
     fig.update_yaxes(range=[0.45, N_STAGES + 0.55], tickvals=[rows[s] for s in range(N_STAGES)],

@@ -51,8 +51,8 @@ def _flag(name: str, value: Any, unset_ok: bool = False) -> bool | None:
 def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULTS.k, adaptive_k: bool | None = None,
              temperature: float = DEFAULTS.temperature, top_k: int = DEFAULTS.top_k, top_p: float = DEFAULTS.top_p,
              max_new_tokens: int = DEFAULTS.max_new_tokens, seed: int = DEFAULTS.seed, chat: bool = True,
-             baseline: bool = False, k_policy: str = "", confidence_stop: float = DEFAULTS.confidence_stop
-             ) -> tuple[dict, str]:
+             baseline: bool = False, k_policy: str = "", confidence_stop: float = DEFAULTS.confidence_stop,
+             tree_nodes: int = DEFAULTS.tree_nodes, tree_top_k: int = DEFAULTS.tree_top_k) -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
     and a one-line summary. The defaults are the recommended settings (specdec_core.config.recommended_config,
@@ -72,6 +72,8 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         baseline: also run target-only generation, for the measured speedup (in the trace's "baseline")
         k_policy: "fixed", "heuristic" or "cost" (K chosen each iteration to maximise the predicted tokens/s from the measured acceptance and calibrated costs); "" (default) = as adaptive_k says, or the recommended policy when neither is given
         confidence_stop: 0 = off (K drafts per iteration); up to 0.95: a model draft stops drafting after a draft that takes its own confidence that all its drafts so far will be accepted (the product of its top probabilities) below this; that draft is still offered
+        tree_nodes: 0 = a chain of drafts; 1-32: a token tree of up to this many drafted nodes per iteration (depth <= k), every node verified in one target forward (the trace's iterations then carry a "tree")
+        tree_top_k: the most children per tree node, 1-8
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
@@ -89,7 +91,8 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         policy = DEFAULTS.k_policy             # neither given: the recommended policy
     else:
         policy = adaptive                      # false = fixed K, true = the heuristic (make_config)
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, policy, confidence_stop)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, policy, confidence_stop, tree_nodes,
+                      tree_top_k)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
     session = run_session(pool, pair, prompt, cfg, chat=chat_, with_baseline=bool(baseline_))
     with contextlib.closing(session):

@@ -100,9 +100,13 @@ def is_greedy(trace: Trace) -> bool:
 
 
 def instructive_index(trace: Trace) -> int | None:
-    """The iteration a finished run opens on: the first with a rejection (p vs q, the residual and the anatomy
-    all have something to show), else the first with drafts, else the last; None when there is none."""
+    """The iteration a finished run opens on: in a run with token trees, the first tree whose accepted path has
+    two nodes or more; else the first with a rejection (p vs q, the residual and the anatomy all have something
+    to show), else the first with drafts, else the last; None when there is none."""
     its = trace.iterations
+    tree = next((it.index for it in its if it.tree is not None and len(it.tree.path) >= 2), None)
+    if tree is not None:
+        return tree
     rejected = next((it.index for it in its if any(d.tested and not d.accepted for d in it.drafts)), None)
     if rejected is None:
         rejected = next((it.index for it in its if it.drafts), None)
@@ -239,7 +243,7 @@ def outcomes_figure(trace: Trace) -> go.Figure:
 def _outcome_hover(index: int, o, greedy: bool = False) -> str:
     parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
     if o.rejected:
-        parts.append("1 rejected" + (f", {o.discarded} after it discarded untested" if o.discarded else ""))
+        parts.append(f"{o.rejected} rejected" + (f", {o.discarded} discarded untested" if o.discarded else ""))
     if o.resampled:
         parts.append("1 replaced by the target's choice (argmax p)" if greedy else "1 resampled from the residual")
     if o.bonus:
@@ -445,7 +449,7 @@ def positions_figure(trace: Trace) -> go.Figure:
     fig.add_trace(go.Bar(name="iterations", x=list(range(len(counts))), y=counts, marker_color=pal.TARGET,
                          hovertemplate="%{y} iterations accepted %{x} drafts<extra></extra>"), row=1, col=2)
     _layout(fig, title)
-    fig.update_xaxes(title_text="draft position", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="draft position (a tree's node: its depth)", dtick=1, row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
     fig.update_xaxes(title_text="accepted drafts", dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="iterations", rangemode="tozero", row=1, col=2)
@@ -460,24 +464,27 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     run's per-position acceptance, verify curve, draft cost, overhead and prefill). ``flat`` prices the
     calibrated curve with a GPU-like verify (every verify costs a one-token forward)."""
     title = "Measured vs. theory (α, c and costs from this run)"
-    alpha, c = estimate_alpha(trace), estimate_c(trace)
-    if alpha is None or c is None:
+    trees = any(it.tree is not None for it in trace.iterations)
+    alpha, c = estimate_alpha(trace), estimate_c(trace)     # α̂: chain iterations only
+    if c is None or (alpha is None and not trees):
         return empty_figure(title, "Needs at least one iteration with drafts: run a prompt.")
     k_cfg = int(trace.config.get("k", 1))
     ks = list(range(1, max(k_max, k_cfg) + 1))
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("tokens per iteration", "speedup over the baseline"))
-    fig.add_trace(go.Scatter(name="naive closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks], mode="lines",
-                             line={"color": pal.THEORY, "width": 2},
-                             hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
+    if alpha is not None:
+        fig.add_trace(go.Scatter(name="naive closed form", x=ks, y=[expected_tokens(alpha, k) for k in ks],
+                                 mode="lines", line={"color": pal.THEORY, "width": 2},
+                                 hovertemplate="K=%{x}: E=%{y:.2f} tokens<extra>closed form</extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(name="measured", x=[k_cfg], y=[trace.stats.mean_tokens_per_iteration],
                              mode="markers", marker={"size": 16, "color": pal.ACCEPTED, "symbol": "circle",
                                                      "line": {"color": "#000", "width": 1.5}},
                              hovertemplate="K=%{x}: measured %{y:.2f} tokens/iteration<extra></extra>"),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
-                             mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
-                             hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
+    if alpha is not None:
+        fig.add_trace(go.Scatter(name="naive closed form E / (cK + 1)", x=ks, y=[speedup(alpha, k, c) for k in ks],
+                                 mode="lines", line={"color": pal.THEORY, "width": 2, "dash": "dot"}, showlegend=False,
+                                 hovertemplate="K=%{x}: ×%{y:.2f}<extra>naive closed form</extra>"), row=1, col=2)
     for is_flat in (False, True):   # both drawn; ``flat`` picks the one shown (the other: click its legend entry)
         calibrated = predicted_speedup_curve(trace, ks[-1], flat=is_flat)
         if calibrated is None:
@@ -501,8 +508,15 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
     adaptive = "" if policy == "fixed" else f" ({html.escape(str(policy), quote=False)} K policy: K is the cap)"
     pred = predict_speedup(trace, flat=flat)
     pred_txt = "" if pred is None else f" · calibrated prediction of this run ×{pred:.2f}"
-    _layout(fig, title, subtitle=f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts) · ĉ = {c:.3f} "
-                                 f"(draft / verify forward time) · measured at K = {k_cfg}{adaptive}{pred_txt}")
+    if trees:
+        tree = f"token trees of ≤ {trace.config.get('tree_nodes', '?')} nodes"
+        a_txt = (f"α̂ = {alpha:.3f} (chain iterations only)" if alpha is not None
+                 else "every iteration a tree: no chain α̂, no closed form")
+        adaptive = f" ({tree}, depth ≤ K)"
+    else:
+        a_txt = f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts)"
+    _layout(fig, title, subtitle=f"{a_txt} · ĉ = {c:.3f} (draft / verify forward time) · measured at "
+                                 f"K = {k_cfg}{adaptive}{pred_txt}")
     fig.update_xaxes(title_text="K (drafts per iteration)")
     fig.update_yaxes(rangemode="tozero")
     return fig

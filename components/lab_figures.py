@@ -347,7 +347,8 @@ def compare_figure(sel: Selection | None) -> go.Figure:
 def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
     """Measured tokens/s against K with the naive closed-form curve for the measured alpha and c, the
     calibrated prediction of the cost model (``flat``: priced with a GPU-like flat verify) and the
-    baseline; below, acceptance rate and mean alpha per K. The best measured K is starred."""
+    baseline (and, when the sweep ran them, token trees of N = K nodes); below, acceptance rate and mean alpha
+    per K. The best measured K is starred."""
     title = "K sweep"
     if sw is None or not sw.runs:
         return empty_figure(title, "Press “Sweep K” to run K = 1 … K_max on the prompt.", HEIGHT + 120)
@@ -385,6 +386,14 @@ def ksweep_figure(sw: KSweep | None, flat: bool = False) -> go.Figure:
             hovertext=f"the best K per iteration, knowing the output (Ks: {_ks_summary(sw.hindsight_ks)}), priced "
                       "by the calibrated costs: no K policy can beat it under those costs",
             hoverinfo="text"), row=1, col=1)
+    if sw.tree_runs:      # chain vs tree at the same node budget: a tree of N = K nodes
+        fig.add_trace(go.Scatter(
+            name="token tree of N = K nodes: measured", x=[r.k for r in sw.tree_runs],
+            y=[r.tokens_per_s for r in sw.tree_runs], mode="lines+markers",
+            line={"color": pal.DRAFT, "width": 3, "dash": "dashdot"}, marker={"size": 9, "symbol": "diamond"},
+            hovertext=[f"tree of N = {t.k} nodes: {t.tokens_per_s:.1f} tok/s, {t.tokens_per_iteration:.2f} tokens/"
+                       f"iteration (chain of K = {c.k}: {c.tokens_per_iteration:.2f})"
+                       for t, c in zip(sw.tree_runs, sw.runs)], hoverinfo="text"), row=1, col=1)
     best = next(r for r in sw.runs if r.k == sw.best_k)
     fig.add_trace(go.Scatter(name=f"best K = {sw.best_k}", x=[best.k], y=[best.tokens_per_s], mode="markers",
                              marker={"symbol": "star", "size": 20, "color": "#FFD700",

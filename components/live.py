@@ -21,7 +21,7 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import Trace
-from specdec_core.config import recommended_config
+from specdec_core.config import DEFAULT_TREE_TOP_K, MAX_TREE_TOP_K, recommended_config
 
 from .context import AppContext
 from .export_html import html_export_button, html_export_file
@@ -30,12 +30,13 @@ from .gpu import gpu_task
 from .messages import page_error, page_warning
 from .pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMPTS, Pool, pair_choices, pair_label,
                     resolve_pair)
-from .session import UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, make_config, run_session
+from .session import (UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, UI_MAX_TREE_NODES, make_config,
+                      run_session)
 from .summary import summary_html
 from .tokens import tokens_html
 from .url_state import LiveSettings, live_query, parse_live_query, refusal_message
-from .viewer import (Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration, render_trace,
-                     slider_update, target_index)
+from .viewer import (N_TREE_OUTPUTS, Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration,
+                     render_trace, slider_update, target_index)
 
 MAX_LINK_CHARS = 8_000     # a longer query may not pass a server's request-line limit: such a link is refused
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
@@ -78,7 +79,8 @@ def _selected(control: dict, trace: Trace, done: bool = False) -> int | None:
     return resolve_index(trace, control["selected"])
 
 
-N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4    # Viewer.outputs(): tokens, the figures, summary, slider, anatomy
+N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4 + N_TREE_OUTPUTS  # Viewer.outputs(): tokens, figures, summary, slider, anatomy,
+                                                      # the tree outputs
 FRAME_S = 0.25     # token stream, summary and status: at most four updates a second
 FIGURE_S = 1.0     # the seven figures: at most one update a second (always the first and the last frame)
 
@@ -113,7 +115,8 @@ def _live_frame(trace: Trace, control: dict, message: str, download: Any = None,
     if full:
         view = render_trace(trace, i, "")
     else:
-        view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i), skip)
+        view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i),
+                *[skip] * (1 + N_TREE_OUTPUTS))
     return (*view, trace.to_dict(), download if download is not None else skip, _status(message))
 
 
@@ -121,8 +124,8 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
     """While the baseline streams only the timing views change: timeline, race (full updates), summary."""
     skip = gr.skip()
     figs = (timeline_figure(trace), race_figure(trace)) if full else (skip, skip)
-    return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, skip, trace.to_dict(), skip,
-            _status(message))
+    return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, skip, *[skip] * N_TREE_OUTPUTS,
+            trace.to_dict(), skip, _status(message))
 
 
 def _hold(seconds: float, control: dict) -> None:
@@ -134,7 +137,8 @@ def _hold(seconds: float, control: dict) -> None:
 
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
-             control: dict | None, slow_motion: bool = False, pace: Any = None, confidence_stop: Any = 0.0, *,
+             control: dict | None, slow_motion: bool = False, pace: Any = None, confidence_stop: Any = 0.0,
+             tree_nodes: Any = 0, tree_top_k: Any = DEFAULT_TREE_TOP_K, *,
              frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
     """Run speculative decoding (then, if asked, the baseline) through ``session.run_session`` and stream
     page updates as iterations (and baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after
@@ -142,7 +146,8 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
     seconds before the next one is generated. Outputs: viewer outputs, trace state, download, status. The
     time spent rendering (and waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
+                      tree_top_k)
     hold_s = check_pace(pace) if slow_motion else 0.0
     control.update(new_control())            # a new run: not stopped, following the newest iteration
     pacer = Pacer(frame_s, figure_s)
@@ -316,7 +321,12 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
                              label="confidence stop: a model draft stops drafting after a draft that takes its own confidence "
                                    "that all its drafts so far will be accepted below this; that draft is still offered "
                                    "(0 = always K drafts; exact either way)",
-                             elem_id="confidence-stop")
+                             elem_id="confidence-stop", scale=2)
+            tree_nodes = gr.Slider(0, UI_MAX_TREE_NODES, value=rec.tree_nodes, step=1, elem_id="tree-nodes",
+                                   label="tree nodes (0 = a chain; N = a token tree of up to N drafts, depth ≤ K, "
+                                         "verified in one forward)", scale=1)
+            tree_top_k = gr.Slider(1, MAX_TREE_TOP_K, value=rec.tree_top_k, step=1, elem_id="tree-top-k",
+                                   label="tree top-k (most children per node)", scale=1)
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
@@ -335,7 +345,7 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
     run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
-                  slow, viewer.pace, stop]
+                  slow, viewer.pace, stop, tree_nodes, tree_top_k]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     runner = _runner(pool)
     run_btn.click(runner, inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,

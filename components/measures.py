@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from specdec_core import Trace
+from specdec_core.drafters.tree import depths
 from specdec_core.trace import IterationRecord
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What happened to the tokens of one iteration."""
-    accepted: int      # drafts the target accepted
-    rejected: int      # the draft that failed its test (0 or 1)
-    discarded: int     # drafts after the first rejection, never tested
+    accepted: int      # drafts the target accepted (a tree: the accepted path)
+    rejected: int      # drafts that failed their test (a chain: 0 or 1; a tree: every failed node)
+    discarded: int     # drafts never tested (a chain: after the first rejection)
     resampled: int     # 1 when a replacement was drawn from the residual
     bonus: int         # 1 when every draft was accepted and the target added one more
 
@@ -26,6 +27,11 @@ class Outcome:
 
 
 def outcome(it: IterationRecord) -> Outcome:
+    if it.tree is not None:             # drafts = the accepted path; every node was drafted
+        accepted = len(it.drafts)
+        rejected = sum(nd.status == "rejected" for nd in it.tree.nodes)
+        return Outcome(accepted, rejected, len(it.tree.nodes) - accepted - rejected, int(it.resampled is not None),
+                       int(it.bonus is not None))
     accepted = sum(d.accepted for d in it.drafts)
     rejected = sum(1 for d in it.drafts if d.tested and not d.accepted)
     discarded = sum(1 for d in it.drafts if not d.tested)
@@ -72,16 +78,31 @@ def identical_to_baseline(trace: Trace) -> bool | None:
     return b.new_token_ids == trace.new_token_ids
 
 
-def position_counts(trace: Trace) -> list[tuple[int, int, int, float]]:
-    """Per draft position (0-based): (proposed, tested, accepted, mean alpha over tested drafts)."""
-    width = max((len(it.drafts) for it in trace.iterations), default=0)
-    rows = []
-    for j in range(width):
-        ds = [it.drafts[j] for it in trace.iterations if len(it.drafts) > j]
-        tested = [d for d in ds if d.tested]
-        mean_alpha = sum(d.alpha for d in tested) / len(tested) if tested else 0.0
-        rows.append((len(ds), len(tested), sum(d.accepted for d in ds), mean_alpha))
-    return rows
+def _drafts(it: IterationRecord) -> list[tuple[int, bool, bool, float | None]]:
+    """(position, tested, accepted, alpha) of each draft: a chain's by position, a tree's nodes by depth
+    (alpha None where the tree's rule has none), 0-based."""
+    if it.tree is None:
+        return [(j, d.tested, d.accepted, d.alpha) for j, d in enumerate(it.drafts)]
+    depth = depths([nd.parent for nd in it.tree.nodes])
+    return [(depth[j] - 1, nd.status != "untested", nd.status == "accepted", nd.alpha)
+            for j, nd in enumerate(it.tree.nodes)]
+
+
+def position_counts(trace: Trace) -> list[tuple[int, int, int, float | None]]:
+    """Per draft position (0-based; a tree's nodes by depth): (proposed, tested, accepted, mean alpha over the
+    tested drafts that have one, None when none has)."""
+    rows: list[list] = []
+    for it in trace.iterations:
+        for pos, tested, accepted, alpha in _drafts(it):
+            while len(rows) <= pos:
+                rows.append([0, 0, 0, []])
+            row = rows[pos]
+            row[0] += 1
+            row[1] += tested
+            row[2] += accepted
+            if tested and alpha is not None:
+                row[3].append(alpha)
+    return [(n, t, a, sum(al) / len(al) if al else None) for n, t, a, al in rows]
 
 
 def accepted_length_counts(trace: Trace) -> list[int]:
@@ -98,8 +119,9 @@ def running_acceptance(trace: Trace) -> list[float | None]:
     out: list[float | None] = []
     drafted = accepted = 0
     for it in trace.iterations:
-        drafted += len(it.drafts)
-        accepted += sum(d.accepted for d in it.drafts)
+        o = outcome(it)
+        drafted += o.drafted
+        accepted += o.accepted
         out.append(accepted / drafted if drafted else None)
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specdec_core import MAX_K, SpecConfig, Trace, encode_prompt, stream_baseline, stream_speculative
-from specdec_core.config import K_POLICIES
+from specdec_core.config import DEFAULT_TREE_TOP_K, K_POLICIES, MAX_TREE_TOP_K
 from specdec_core.intervals import fill_stats
 
 from .limits import RunClock, RunLimits, acquire_in_turn, run_on
@@ -28,6 +28,7 @@ UI_MAX_K = 16
 UI_MAX_NEW_TOKENS = 512
 UI_MAX_TEMPERATURE = 5.0
 UI_MAX_CONFIDENCE_STOP = 0.95
+UI_MAX_TREE_NODES = 32
 MAX_PROMPT_CHARS = 20_000
 LOCK_WAIT_S = 300.0
 
@@ -55,10 +56,13 @@ def k_policy_of(value: Any) -> str:
 
 
 def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
-                k_policy: Any, confidence_stop: Any = 0.0) -> SpecConfig:
+                k_policy: Any, confidence_stop: Any = 0.0, tree_nodes: Any = 0,
+                tree_top_k: Any = DEFAULT_TREE_TOP_K) -> SpecConfig:
     """The page's or the API's values as a validated SpecConfig; any problem becomes a gr.Error naming the
     setting. ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in
-    ``k_policy_of``. ``confidence_stop``: a model draft stops once its chained confidence falls below it (0 = off)."""
+    ``k_policy_of``. ``confidence_stop``: a model draft stops once its chained confidence falls below it (0 = off).
+    ``tree_nodes`` > 0: a token tree of up to that many drafted nodes per iteration (depth <= K, at most
+    ``tree_top_k`` children per node); 0 = a chain."""
     policy = k_policy_of(k_policy)
     if (isinstance(confidence_stop, bool) or not isinstance(confidence_stop, (int, float))
             or not 0 <= confidence_stop <= UI_MAX_CONFIDENCE_STOP):
@@ -66,6 +70,12 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
                        f"got {confidence_stop!r:.80}")
     k_, top_k_, max_new_, seed_ = (_as_int("K", k), _as_int("top-k", top_k),
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
+    nodes_, tree_top_k_ = _as_int("tree nodes", tree_nodes), _as_int("tree top-k", tree_top_k)
+    if not 0 <= nodes_ <= UI_MAX_TREE_NODES:
+        raise gr.Error(f"tree nodes must be between 0 (a chain) and {UI_MAX_TREE_NODES} here, got {nodes_!r:.80}")
+    if not 1 <= tree_top_k_ <= MAX_TREE_TOP_K:
+        raise gr.Error(f"tree top-k (children per node) must be between 1 and {MAX_TREE_TOP_K}, "
+                       f"got {tree_top_k_!r:.80}")
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
         raise page_error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:
@@ -86,7 +96,7 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     try:
         return SpecConfig(k=k_, temperature=float(temperature), top_k=top_k_, top_p=float(top_p),
                           max_new_tokens=max_new_, seed=seed_, k_policy=policy, full_trace=True,
-                          confidence_stop=float(confidence_stop))
+                          confidence_stop=float(confidence_stop), tree_nodes=nodes_, tree_top_k=tree_top_k_)
     except ValueError as e:
         raise page_error(f"Bad setting: {e}") from e
 
@@ -208,4 +218,5 @@ def ending(trace: Trace, cut: str, baseline_dropped: bool, with_baseline: bool) 
 
 
 __all__ = ["Event", "run_session", "ending", "make_config", "k_policy_of", "encode_for", "UI_MAX_K",
-           "UI_MAX_NEW_TOKENS", "UI_MAX_TEMPERATURE", "UI_MAX_CONFIDENCE_STOP", "MAX_PROMPT_CHARS", "LOCK_WAIT_S"]
+           "UI_MAX_NEW_TOKENS", "UI_MAX_TEMPERATURE", "UI_MAX_CONFIDENCE_STOP", "UI_MAX_TREE_NODES", "MAX_PROMPT_CHARS",
+           "LOCK_WAIT_S"]

@@ -1,5 +1,6 @@
 """The K sweep tab: K = 1 ... K_max measured on one prompt, with the closed-form curve for the measured
-alpha and c and the best K marked.
+alpha and c and the best K marked; optionally a token tree of N = K nodes next to each chain of K drafts
+(the same node budget, the same lockstep).
 
 ``build_ksweep_tab(pool, tab)`` lays it out; ``run_ksweep`` is the module-level handler (pool passed
 explicitly). The logic lives in ``specdec_core.teaching.sweeps.k_sweep``.
@@ -14,9 +15,10 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import LoadedModel
+from specdec_core.config import DEFAULT_TREE_TOP_K, MAX_TREE_TOP_K
 from specdec_core.drafters.registry import make_drafter
 from specdec_core.intervals import verdict
-from specdec_core.teaching.sweeps import KSweep, k_sweep
+from specdec_core.teaching.sweeps import KRun, KSweep, k_sweep
 
 from .gpu import gpu_task
 from .lab_figures import ksweep_figure
@@ -48,20 +50,42 @@ def _sweep_draft(pool: Any, target: LoadedModel, key: str) -> tuple[Any, list[Lo
         raise page_error(f"{key} cannot draft for {target.label}: {e}") from e
 
 
+HEADERS = ["K", "tokens/s", "speedup", "calibrated tokens/s", "naive closed form tokens/s", "acceptance", "mean α",
+           "drafts / iteration", "tokens / iteration", "same tokens as baseline"]
+
+
+def _row(sw: KSweep, label: str, r: KRun, calibrated: float | None = None, naive: float | None = None,
+         tree: bool = False) -> list[Any]:
+    """A table row; a tree run's mean α is left out (its recorded drafts are the accepted paths only)."""
+    s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
+    ci = "" if r.speedup is None else f" ({r.speedup.low:.2f}–{r.speedup.high:.2f})"
+    return [label, f"{r.tokens_per_s:.1f}", f"×{s:.2f}{ci}", "–" if calibrated is None else f"{calibrated:.1f}",
+            "–" if naive is None else f"{naive:.1f}", f"{r.acceptance_rate:.1%}",
+            "–" if r.alpha is None or tree else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
+            f"{r.tokens_per_iteration:.2f}",
+            "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")]
+
+
 def ksweep_table(sw: KSweep) -> tuple[list[str], list[list[Any]]]:
-    headers = ["K", "tokens/s", "speedup", "calibrated tokens/s", "naive closed form tokens/s", "acceptance",
-               "mean α", "drafts / iteration", "tokens / iteration", "same tokens as baseline"]
-    rows = []
+    """One row per K (the best starred), then one per tree run ("tree N = K"; drafts = nodes per iteration)."""
     cal = sw.predicted_tokens_per_s or [None] * len(sw.runs)
-    for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal):
-        s = r.tokens_per_s / sw.baseline_tokens_per_s if sw.baseline_tokens_per_s else 0.0
-        ci = "" if r.speedup is None else f" ({r.speedup.low:.2f}–{r.speedup.high:.2f})"
-        rows.append([str(r.k) + (" ★" if r.k == sw.best_k else ""), f"{r.tokens_per_s:.1f}", f"×{s:.2f}{ci}",
-                     "–" if p is None else f"{p:.1f}", "–" if t is None else f"{t:.1f}", f"{r.acceptance_rate:.1%}",
-                     "–" if r.alpha is None else f"{r.alpha:.3f}", f"{r.drafts_per_iteration:.2f}",
-                     f"{r.tokens_per_iteration:.2f}",
-                     "–" if r.same_as_baseline is None else ("yes" if r.same_as_baseline else "NO")])
-    return headers, rows
+    rows = [_row(sw, str(r.k) + (" ★" if r.k == sw.best_k else ""), r, p, t)
+            for r, t, p in zip(sw.runs, sw.theory_tokens_per_s, cal)]
+    return list(HEADERS), rows + [_row(sw, f"tree N = {r.k}", r, tree=True) for r in sw.tree_runs]
+
+
+def tree_md(sw: KSweep) -> str:
+    """Chain vs tree at the same node budget, in one sentence ("" without tree runs)."""
+    more = [t.tokens_per_iteration / c.tokens_per_iteration - 1 for c, t in zip(sw.runs, sw.tree_runs)
+            if c.tokens_per_iteration > 0]
+    if not more:
+        return ""
+    best = max(sw.tree_runs, key=lambda r: (r.tokens_per_s, -r.k))
+    return (f"**Token trees at the same node budget**: a tree of N = K nodes gives "
+            f"{100 * min(more):+.0f} % to {100 * max(more):+.0f} % tokens per iteration over the chain of K drafts; "
+            f"the fastest tree, N = {best.k}, runs {best.tokens_per_s:.1f} tokens/s (its verify feeds N + 1 tokens "
+            "and it drafts one level per draft forward, so more tokens per iteration pay only where those cost "
+            "little).")
 
 
 def ksweep_md(sw: KSweep) -> str:
@@ -87,6 +111,8 @@ def ksweep_md(sw: KSweep) -> str:
                      f"the measured verify cost per tokens fed (ms: {curve}), draft cost, overhead and prefill; it is "
                      f"within {100 * max(errs):.0f} % of the measured tokens/s at every K here. Click "
                      "“calibrated, flat verify (GPU-like)” in the legend to see what a flat verify would give.")
+    if tree := tree_md(sw):
+        parts.append(tree)
     if sw.hindsight_tokens_per_s is not None:
         parts.append(f"Knowing the output, the best K for each iteration (prompt lookup's proposals follow from "
                      f"the text alone) would give **{sw.hindsight_tokens_per_s:.1f} tokens/s**, priced like the "
@@ -96,9 +122,11 @@ def ksweep_md(sw: KSweep) -> str:
 
 
 def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bool, k_max: Any, temperature: Any,
-               max_new_tokens: Any, seed: Any, progress: Any = gr.Progress()) -> tuple[Any, Any, str]:
-    """K = 1..K_max on one prompt: (figure, table, summary)."""
+               max_new_tokens: Any, seed: Any, with_trees: bool = False, tree_top_k: Any = DEFAULT_TREE_TOP_K,
+               progress: Any = gr.Progress()) -> tuple[Any, Any, str]:
+    """K = 1..K_max on one prompt (and, ``with_trees``, a tree of N = K nodes for each): (figure, table, summary)."""
     k_max_ = as_int("K max", k_max, 1, KSWEEP_MAX_K)
+    top_k = as_int("tree top-k", tree_top_k, 1, MAX_TREE_TOP_K) if with_trees else 0
     cfg = spec_config(1, temperature, max_new_tokens, seed)
     prompt = check_prompt(prompt)
     if progress is not None:
@@ -109,7 +137,8 @@ def run_ksweep(pool: Any, target_key: str, draft_key: str, prompt: Any, chat: bo
     try:
         with locked(target, *extra):
             sw = k_sweep(target.model, draft, ids, cfg, list(range(1, k_max_ + 1)), target.tokenizer,
-                         on_progress=reporter(progress, "the baseline and every K, side by side", "tokens"))
+                         on_progress=reporter(progress, "the baseline and every K, side by side", "tokens"),
+                         tree_top_k=top_k)
     except (ValueError, RuntimeError) as e:
         raise page_error(str(e)) from e
     headers, rows = ksweep_table(sw)
@@ -133,15 +162,16 @@ def build_ksweep_tab(pool: Any, tab: Any) -> None:
                                         elem_id="ksweep-temperature")
                 max_new = gr.Slider(8, UI_MAX_NEW, value=48, step=8, label="max new tokens", elem_id="ksweep-max-new")
             seed = gr.Number(value=0, precision=0, minimum=0, label="seed", elem_id="ksweep-seed")
+            with gr.Row():
+                trees = gr.Checkbox(False, label="chain vs token tree: also a tree of N = K nodes at each K (the same "
+                                                 "node budget)", elem_id="ksweep-trees")
+                tree_top_k = gr.Slider(1, MAX_TREE_TOP_K, value=DEFAULT_TREE_TOP_K, step=1,
+                                       label="tree top-k (most children per node)", elem_id="ksweep-tree-top-k")
             run = gr.Button("Sweep K", variant="primary", elem_id="ksweep-run")
         with gr.Column(scale=2):
             md = gr.Markdown("", elem_id="ksweep-md")
             plot = gr.Plot(ksweep_figure(None), show_label=False, elem_id="ksweep-plot")
-            table = gr.Dataframe(headers=["K", "tokens/s", "speedup", "calibrated tokens/s",
-                                          "naive closed form tokens/s", "acceptance", "mean α",
-                                          "drafts / iteration", "tokens / iteration", "same tokens as baseline"],
-                                 interactive=False,
-                                 elem_id="ksweep-table")
+            table = gr.Dataframe(headers=HEADERS, interactive=False, elem_id="ksweep-table")
     run.click(gpu_task(bind_pool(run_ksweep, pool), duration=300),
-              [target, draft, prompt, chat, k_max, temperature, max_new, seed], [plot, table, md])
+              [target, draft, prompt, chat, k_max, temperature, max_new, seed, trees, tree_top_k], [plot, table, md])
     tab.select(functools.partial(refresh_sweep_choices, pool), None, [target, draft])

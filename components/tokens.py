@@ -77,17 +77,21 @@ def iteration_html(it: IterationRecord, selected: bool = False, greedy: bool = F
     for tok in it.emitted[n_acc:]:
         if it.resampled is not None and tok == it.resampled.token_id:
             rs = it.resampled
-            title = (f"the target's own choice (argmax p, greedy) in place of draft {rs.position + 1} · token id "
-                     f"{rs.token_id}" if greedy else
-                     f"resampled at draft {rs.position + 1} from norm(max(0, p − q)) · token id {rs.token_id}\n"
+            at = (f"at depth {rs.position + 1}, where every child failed" if it.tree is not None
+                  else f"in place of draft {rs.position + 1}")
+            title = (f"the target's own choice (argmax p, greedy) {at} · token id {rs.token_id}" if greedy else
+                     f"resampled {at} from the residual · token id {rs.token_id}\n"
                      f"p = {_num(rs.p)}   residual = {_num(rs.residual_prob)}")
             parts.append(_span("sd-res", rs.text or f"#{rs.token_id}", title))
         elif it.bonus is not None and tok == it.bonus.token_id:
             parts.append(_span("sd-bonus", it.bonus.text or f"#{tok}",
-                               f"bonus: all drafts accepted, sampled from p · token id {tok}\np = {_num(it.bonus.p)}"))
+                               f"bonus: {'the path reached a leaf' if it.tree else 'all drafts accepted'}, sampled "
+                               f"from p · token id {tok}\np = {_num(it.bonus.p)}"))
         else:
             parts.append(_span("sd-plain", f"#{tok}", f"emitted token id {tok}"))
-    o_title = f"iteration {it.index + 1}: {n_acc}/{len(it.drafts)} drafts accepted, {len(it.emitted)} tokens emitted"
+    drafted = (f"{n_acc} of a tree's {len(it.tree.nodes)} nodes on the accepted path" if it.tree is not None
+               else f"{n_acc}/{len(it.drafts)} drafts accepted")
+    o_title = f"iteration {it.index + 1}: {drafted}, {len(it.emitted)} tokens emitted"
     cls = "sd-it sd-sel" if selected else "sd-it"
     return f'<span class="{cls}" data-it="{it.index}" title="{_attr(o_title)}">{"".join(parts)}</span>'
 

@@ -1,6 +1,7 @@
 """The trace viewer shared by the Live, Replay and Simulator tabs: token stream, step-through controls
 (first / previous / slider / next / last), playback at a chosen pace, the seven figures, the anatomy of
-the selected iteration and the summary. ``build_viewer`` lays the components out (inside a Blocks
+the selected iteration, its token tree and attention mask (shown for traces with trees, a one-line hint
+otherwise) and the summary. ``build_viewer`` lays the components out (inside a Blocks
 context) and ``Viewer.wire_steps`` connects the controls to a tab's step handler; the ``render_*``
 functions are pure and return the values for ``Viewer.outputs()`` / ``Viewer.step_outputs()``.
 
@@ -30,6 +31,7 @@ from .limits import prune_exports
 from .messages import page_error
 from .summary import summary_html
 from .tokens import tokens_html
+from .tree_figures import has_trees, tree_figure, tree_mask_figure
 
 PACE_MIN_S, PACE_MAX_S, PACE_DEFAULT_S = 0.25, 3.0, 1.0
 FAR = 1_000_000_000          # a step far enough to land on the first / last iteration (clamped)
@@ -39,6 +41,10 @@ KEYS_HINT = ("Keyboard (when not typing in a field): **← / →** step · **Hom
 
 
 EMPTY_TRACE = Trace(config={"k": 1, "temperature": 0.0, "max_new_tokens": 1}, prompt="", prompt_ids=[])
+NO_TREE_HINT = ("*Token tree:* this trace verified a chain every iteration. A run with **tree nodes** > 0 (Live "
+                "settings, or the tree example in Replay) shows each iteration's tree and attention mask here.")
+N_TREE_OUTPUTS = 3            # tree hint, tree figure, mask figure: the last outputs of both lists below
+
 StepFn = Callable[..., tuple]     # (trace_dict, slider value, delta, *extra) -> the step outputs
 
 
@@ -59,14 +65,22 @@ class Viewer:
     playing: gr.State
     build_up: gr.Checkbox         # playback shows the anatomy's steps one tick at a time
     stage: gr.State               # the anatomy step shown during a build-up playback (1..N_STAGES)
+    tree_hint: gr.Markdown        # one line, shown instead of the tree figures for a trace without trees
+    tree: gr.Plot
+    tree_mask: gr.Plot
+
+    def tree_outputs(self) -> list[Any]:
+        return [self.tree_hint, self.tree, self.tree_mask]
 
     def outputs(self) -> list[Any]:
-        """The order ``render_trace`` returns: tokens, the seven plots, summary, slider, anatomy."""
-        return [self.tokens, *(self.plots[k] for k in FIGURE_IDS), self.summary, self.slider, self.anatomy]
+        """The order ``render_trace`` returns: tokens, the seven plots, summary, slider, anatomy, tree outputs."""
+        return [self.tokens, *(self.plots[k] for k in FIGURE_IDS), self.summary, self.slider, self.anatomy,
+                *self.tree_outputs()]
 
     def step_outputs(self) -> list[Any]:
-        """The order ``render_iteration`` returns: slider, tokens, plot-pq, plot-residual, anatomy."""
-        return [self.slider, self.tokens, self.plots["plot-pq"], self.plots["plot-residual"], self.anatomy]
+        """The order ``render_iteration`` returns: slider, tokens, plot-pq, plot-residual, anatomy, tree outputs."""
+        return [self.slider, self.tokens, self.plots["plot-pq"], self.plots["plot-residual"], self.anatomy,
+                *self.tree_outputs()]
 
     def playback_outputs(self) -> list[Any]:
         """The order the playback handlers return besides the step outputs: timer, play button, playing, stage."""
@@ -131,6 +145,13 @@ def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | No
         return plots[key]
     anatomy = gr.Plot(anatomy_figure(shown, i0), show_label=False,
                       elem_id=f"{prefix}plot-anatomy")
+    trees = has_trees(initial)
+    tree_hint = gr.Markdown(NO_TREE_HINT, visible=not trees, elem_id=f"{prefix}tree-hint")
+    with gr.Row():
+        tree = gr.Plot(tree_figure(initial, i0) if trees else None, show_label=False, visible=trees, scale=3,
+                       elem_id=f"{prefix}plot-tree")
+        tree_mask = gr.Plot(tree_mask_figure(initial, i0) if trees else None, show_label=False, visible=trees,
+                            scale=2, elem_id=f"{prefix}plot-tree-mask")
     with gr.Row():
         plot("plot-pq")
         plot("plot-residual")
@@ -145,7 +166,7 @@ def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | No
         plot("plot-positions")
     plot("plot-theory")
     return Viewer(tokens, prev, slider, nxt, plots, summary, first, last, anatomy, play, pace, timer, playing,
-                  build_up, stage)
+                  build_up, stage, tree_hint, tree, tree_mask)
 
 
 def slider_props(trace: Trace | None, index: int | None) -> dict[str, Any]:
@@ -162,21 +183,31 @@ def slider_update(trace: Trace | None, index: int | None) -> Any:
     return gr.Slider(**slider_props(trace, index), step=1)
 
 
+def tree_views(trace: Trace, index: int | None) -> tuple:
+    """The tree outputs (hint, tree figure, mask figure): the figures of iteration ``index`` for a trace with
+    trees, else the hint alone."""
+    if not has_trees(trace):
+        return gr.Markdown(visible=True), gr.Plot(visible=False), gr.Plot(visible=False)
+    return (gr.Markdown(visible=False), gr.Plot(tree_figure(trace, index), visible=True),
+            gr.Plot(tree_mask_figure(trace, index), visible=True))
+
+
 def render_trace(trace: Trace | None, index: int | None = None, message: str = "") -> tuple:
     """Everything the viewer shows, in ``Viewer.outputs()`` order. ``index`` = selected iteration (0-based)."""
     trace = trace if trace is not None else EMPTY_TRACE
     i = resolve_index(trace, index)
     return (tokens_html(trace, i, message), *all_figures(trace, i), summary_html(trace), slider_update(trace, i),
-            anatomy_figure(trace, i))
+            anatomy_figure(trace, i), *tree_views(trace, i))
 
 
 def render_iteration(trace: Trace | None, index: int | None) -> tuple:
-    """After a step: (slider, tokens, plot-pq, plot-residual, anatomy), in ``Viewer.step_outputs()`` order."""
+    """After a step: (slider, tokens, plot-pq, plot-residual, anatomy, tree outputs), in ``Viewer.step_outputs()``
+    order."""
     if trace is None:
         raise page_error("Nothing to step through yet: run a prompt (or load a trace) first.")
     i = resolve_index(trace, index)
     return (slider_update(trace, i), tokens_html(trace, i), pq_figure(trace, i), residual_figure(trace, i),
-            anatomy_figure(trace, i))
+            anatomy_figure(trace, i), *tree_views(trace, i))
 
 
 # --- playback ------------------------------------------------------------------------------------------

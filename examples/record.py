@@ -45,6 +45,10 @@ RECIPES = (
     Recipe("feature_draft_t07.json", "the trained feature-reading draft while sampling at temperature 0.7: real p ≠ q, "
            "rejections and residual samples (K=4)", PAIR_FEATURE, OPEN_PROMPTS[0],
            SpecConfig(k=4, temperature=0.7, max_new_tokens=64, seed=0)),
+    Recipe("token_tree_t07.json", "token trees: the trained feature-reading draft drafts a tree of 8 nodes (depth ≤ 4, "
+           "≤ 3 children per node) per iteration, all verified in one target forward (temperature 0.7)",
+           PAIR_FEATURE, OPEN_PROMPTS[0],
+           SpecConfig(k=4, temperature=0.7, max_new_tokens=48, seed=0, tree_nodes=8, tree_top_k=3)),
 )
 
 

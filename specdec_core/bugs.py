@@ -22,14 +22,17 @@ class InjectedBugs:
     # When every draft is accepted, throw the bonus token away. Costs one token per clean sweep;
     # the distribution stays exact (the lab shows this as the control that is *not* a bias).
     drop_bonus: bool = False
+    # Token trees: verify distinct top-k siblings (chosen deterministically, not drawn from q) with the p/q
+    # ratio and recursive rejection, as if they had been drawn from q (llama.cpp's tree example did).
+    topk_ratio_rule: bool = False
 
     @property
     def any(self) -> bool:
-        return (self.resample_from_p or self.greedy_draft_ratio_rule or self.drop_bonus
+        return (self.resample_from_p or self.greedy_draft_ratio_rule or self.drop_bonus or self.topk_ratio_rule
                 or self.draft_temperature is not None)
 
     def names(self) -> list[str]:
-        on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus") if getattr(self, n)]
+        on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus", "topk_ratio_rule") if getattr(self, n)]
         if self.draft_temperature is not None:
             on.append(f"draft_temperature={self.draft_temperature:g}")
         return on

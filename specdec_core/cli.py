@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from .config import MAX_K, MAX_NEW_TOKENS, SpecConfig, recommended_config
+from .config import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SpecConfig, recommended_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a model draft stops drafting after a draft that takes its own confidence that all its "
                          "drafts so far will be accepted below this (that draft is still offered); 0 = off, "
                          f"below 1; default {rec.confidence_stop}")
+    ap.add_argument("--tree-nodes", type=int, default=rec.tree_nodes,
+                    help=f"draft a token tree of up to this many nodes per iteration (depth <= --k), verified in one "
+                         f"target forward; 0 = a chain (0..{MAX_TREE_NODES}; default {rec.tree_nodes})")
+    ap.add_argument("--tree-top-k", type=int, default=rec.tree_top_k,
+                    help=f"a tree's most children per node (1..{MAX_TREE_TOP_K}; default {rec.tree_top_k})")
     ap.add_argument("--temperature", type=float, default=rec.temperature,
                     help=f"0 = greedy; default {rec.temperature:g}")
     ap.add_argument("--top-k", type=int, default=rec.top_k, help=f"0 = off; default {rec.top_k}")
@@ -56,6 +61,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %, "
         f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
         f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
+        *_tree_line(trace),
         f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
     ]
     if baseline is not None:
@@ -69,11 +75,22 @@ def summary_lines(trace, baseline=None) -> list[str]:
     return lines
 
 
+def _tree_line(trace) -> list[str]:
+    trees = [it.tree for it in trace.iterations if it.tree is not None]
+    if not trace.config.get("tree_nodes"):
+        return []
+    if not trees:
+        return ["trees: none drafted (this drafter drafts chains, or the K policy chose chains)"]
+    return [f"trees: {len(trees)} of {len(trace.iterations)} iterations, {sum(len(t.nodes) for t in trees)} nodes, "
+            f"{sum(len(t.path) for t in trees) / len(trees):.2f} accepted per tree ({trees[-1].rule})"]
+
+
 def config_from_args(args: argparse.Namespace) -> SpecConfig:
     """The run's settings: ``recommended_config()`` with the options given (their defaults are its values)."""
     return recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
-                              k_policy=args.k_policy, confidence_stop=args.confidence_stop)
+                              k_policy=args.k_policy, confidence_stop=args.confidence_stop,
+                              tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
 
 
 NAMED = ("bundled", "ngram", "self", "trained", "feature")   # the built-in target and draft names

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass
 MAX_K = 64
 MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
 K_POLICIES = ("fixed", "heuristic", "cost")
+MAX_TREE_NODES = 64   # drafted nodes of a token tree per iteration (the trace's bound on drafts, like MAX_K)
+MAX_TREE_TOP_K = 8    # children per node
+DEFAULT_TREE_TOP_K = 4
 
 # The recommended settings (``recommended_config``): what the app's Live tab starts with, /generate's defaults
 # and the CLI's; the measurements behind them are in docs/cost-model.md and docs/trained-drafts.md.
@@ -30,6 +33,9 @@ class SpecConfig:
                                 # K drafts per iteration). Resolved on construction.
     confidence_stop: float = 0.0  # a model draft stops after a draft that takes its own confidence that every
                                 # draft so far is accepted (drafters.chain_confidence) below this; 0 = off (K drafts)
+    tree_nodes: int = 0         # > 0: draft a token tree of up to this many nodes per iteration (depth <= k), verified
+                                # in one target forward (decoding.tree_verify), where the drafter can; 0 = a chain
+    tree_top_k: int = DEFAULT_TREE_TOP_K  # a tree's most children per node
 
     def __post_init__(self) -> None:
         policy = self.k_policy
@@ -59,6 +65,13 @@ class SpecConfig:
         stop = self.confidence_stop
         if isinstance(stop, bool) or not isinstance(stop, (int, float)) or not 0 <= stop < 1:
             raise ValueError(f"confidence_stop must be a number in [0, 1) (0 = off), got {stop!r}")
+        _check_int("tree_nodes", self.tree_nodes)
+        if not 0 <= self.tree_nodes <= MAX_TREE_NODES:
+            raise ValueError(f"tree_nodes must be between 0 (a chain) and {MAX_TREE_NODES}, got {self.tree_nodes}")
+        _check_int("tree_top_k", self.tree_top_k)
+        if not 1 <= self.tree_top_k <= MAX_TREE_TOP_K:
+            raise ValueError(f"tree_top_k (children per tree node) must be between 1 and {MAX_TREE_TOP_K}, "
+                             f"got {self.tree_top_k}")
         _check_int("max_new_tokens", self.max_new_tokens)
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
@@ -72,6 +85,14 @@ class SpecConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def trace_dict(self) -> dict:
+        """What a trace records of the settings: ``to_dict`` without the tree settings when no tree is asked for,
+        so chain runs are recorded as before trees existed."""
+        d = self.to_dict()
+        if not self.tree_nodes:
+            del d["tree_nodes"], d["tree_top_k"]
+        return d
 
 
 def _check_int(name: str, value: object) -> None:

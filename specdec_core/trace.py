@@ -2,8 +2,10 @@
 ("specdec-trace/1", DESIGN.md §4). Plain Python values only, JSON-able both ways.
 
 ``Trace.from_dict`` is the gate for untrusted files (uploads): it checks types, ranges, sizes and the
-invariants (alpha = min(1, p/q), accepted iff u < alpha, emitted tokens concatenate to new_token_ids)
-and raises ValueError naming the first problem.
+invariants (alpha = min(1, p/q), accepted iff u < alpha, emitted tokens concatenate to new_token_ids;
+for a token tree: a tree in topological order, the path descending from the root, statuses the rule
+could have produced, drafts = the path, emitted = the path's tokens then the replacement or bonus)
+and raises ValueError naming the first problem. Traces written before token trees load unchanged.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .config import MAX_K
+from .config import MAX_K, MAX_TREE_NODES
 
 SCHEMA = "specdec-trace/1"
 MAX_ITERATIONS = 10_000
@@ -21,6 +23,9 @@ MAX_TEXT = 200_000
 MAX_REASON = 500          # an iteration's one-line reasons (k_reason, draft_stop)
 ALPHA_TOL = 1e-4
 OPTIONAL_STATS = ("prefill_ms", "acceptance_ci", "speedup", "speedup_ci", "speedup_ci_method", "verdict")
+TREE_SIBLINGS = ("independent", "distinct")                        # drafters.tree.SIBLING_MODES
+TREE_RULES = ("greedy", "recursive_rejection", "target_draw")      # decoding.tree_verify
+NODE_STATUSES = ("accepted", "rejected", "untested")
 
 
 @dataclass
@@ -57,6 +62,30 @@ class BonusRecord:
 
 
 @dataclass
+class TreeNodeRecord:
+    """One drafted node of a token tree (``TreeRecord``)."""
+    token_id: int
+    text: str
+    parent: int                  # index of the parent node; -1 = the root (the token the tree hangs under)
+    q: float                     # warped draft probability of this token at its parent (1.0 for a point mass)
+    p: float                     # warped target probability of this token at its parent
+    status: str                  # "accepted" (on the accepted path) | "rejected" (tested, failed) | "untested"
+    alpha: float | None = None   # the acceptance probability it was tested with; None when the rule has none
+                                 # (greedy, the target-draw rule) or untested
+    u: float | None = None       # its uniform draw; None when the rule draws none or untested
+
+
+@dataclass
+class TreeRecord:
+    """An iteration's token tree: every node, how siblings were chosen, the rule that verified them, and the
+    accepted path. The iteration's ``drafts`` list the accepted path as a chain, so chain figures still read it."""
+    nodes: list[TreeNodeRecord]
+    siblings: str                # "independent" (drawn i.i.d. from q) | "distinct" (the draft's top candidates)
+    rule: str                    # the verification rule's name (decoding.tree_verify)
+    path: list[int]              # accepted node indices, root to leaf
+
+
+@dataclass
 class IterationRecord:
     index: int
     start_len: int               # sequence length (prompt + generated) when the iteration began
@@ -73,6 +102,7 @@ class IterationRecord:
     catchup_ms: float = 0.0      # a draft model's forward over > 2 tokens it had not seen (its prompt, or what
                                  # was emitted while it sat out), before its first draft step; 0 in older traces
     draft_stop: str = ""         # why the drafter proposed fewer than k drafts (one line); "" = k, or older traces
+    tree: TreeRecord | None = None  # the token tree this iteration verified; None for a chain (and older traces)
 
 
 @dataclass
@@ -127,6 +157,9 @@ class Trace:
             del d["baseline"]
         if self.calibration is None:
             del d["calibration"]
+        for it in d["iterations"]:   # chain iterations are written exactly as before trees existed
+            if it.get("tree") is None:
+                it.pop("tree", None)
         return d
 
     @classmethod
@@ -198,7 +231,7 @@ def _dict(v: Any, where: str) -> dict:
     return v
 
 
-def _parse_draft(d: Any, where: str) -> DraftRecord:
+def _parse_draft(d: Any, where: str, check_alpha: bool = True) -> DraftRecord:
     d = _dict(d, where)
     r = DraftRecord(
         token_id=_token_list([_get(d, "token_id", where, int)], f"{where}.token_id")[0],
@@ -207,7 +240,7 @@ def _parse_draft(d: Any, where: str) -> DraftRecord:
         accepted=_get(d, "accepted", where, bool), tested=_get(d, "tested", where, bool, True, True),
         p_raw=_prob(d, "p_raw", where, optional=True), q_raw=_prob(d, "q_raw", where, optional=True))
     expected = min(1.0, r.p / r.q) if r.q > 0 else (1.0 if r.p > 0 else 0.0)
-    if r.tested and abs(r.alpha - expected) > ALPHA_TOL:
+    if check_alpha and r.tested and abs(r.alpha - expected) > ALPHA_TOL:
         _fail(where, f"alpha {r.alpha} != min(1, p/q) = {expected}")
     if r.u is not None and r.accepted != (r.u < r.alpha):
         _fail(where, f"accepted={r.accepted} contradicts u={r.u} < alpha={r.alpha}")
@@ -221,7 +254,9 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
     drafts_raw = _get(d, "drafts", where, list)
     if len(drafts_raw) > 64:
         _fail(f"{where}.drafts", "more than 64 drafts")
-    drafts = [_parse_draft(x, f"{where}.drafts[{i}]") for i, x in enumerate(drafts_raw)]
+    tree_raw = _get(d, "tree", where, dict, optional=True)
+    # a tree path's drafts were tested by the tree's rule (checked on the tree), not by min(1, p/q)
+    drafts = [_parse_draft(x, f"{where}.drafts[{i}]", tree_raw is None) for i, x in enumerate(drafts_raw)]
     rs = _get(d, "resampled", where, dict, optional=True)
     resampled = None
     if rs is not None:
@@ -250,7 +285,8 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         draft_ms=[float(x) for x in draft_ms], verify_ms=_nonneg(d, "verify_ms", where),
         other_ms=_nonneg(d, "other_ms", where), t_start_ms=_nonneg(d, "t_start_ms", where, True),
         k_reason=_get(d, "k_reason", where, str, True, ""), catchup_ms=_nonneg(d, "catchup_ms", where, True),
-        draft_stop=_get(d, "draft_stop", where, str, True, ""))
+        draft_stop=_get(d, "draft_stop", where, str, True, ""),
+        tree=None if tree_raw is None else _parse_tree(tree_raw, f"{where}.tree"))
     for name in ("k_reason", "draft_stop"):
         if len(getattr(it, name)) > MAX_REASON:
             _fail(f"{where}.{name}", "text too long")
@@ -263,7 +299,99 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
         _fail(where, "emitted does not start with the accepted drafts")
     if resampled is not None and bonus is not None:
         _fail(where, "an iteration has a resampled token or a bonus token, not both")
+    if it.tree is not None:
+        _check_tree_iteration(it, where)
     return it
+
+
+def _parse_tree(d: dict, where: str) -> TreeRecord:
+    nodes_raw = _get(d, "nodes", where, list)
+    if len(nodes_raw) > MAX_TREE_NODES:
+        _fail(f"{where}.nodes", f"more than {MAX_TREE_NODES} nodes")
+    nodes = []
+    for i, x in enumerate(nodes_raw):
+        w = f"{where}.nodes[{i}]"
+        x = _dict(x, w)
+        node = TreeNodeRecord(
+            token_id=_token_list([_get(x, "token_id", w, int)], f"{w}.token_id")[0], text=_get(x, "text", w, str),
+            parent=_get(x, "parent", w, int), q=_prob(x, "q", w), p=_prob(x, "p", w), status=_get(x, "status", w, str),
+            alpha=_prob(x, "alpha", w, optional=True), u=_prob(x, "u", w, optional=True))
+        if not -1 <= node.parent < i:
+            _fail(f"{w}.parent", f"must be -1 (the root) or an earlier node, got {node.parent}")
+        if node.status not in NODE_STATUSES:
+            _fail(f"{w}.status", f"must be one of {NODE_STATUSES}, got {node.status!r}")
+        if node.alpha is not None and node.u is not None and node.status != "untested" and (
+                (node.u < node.alpha) != (node.status == "accepted")):
+            _fail(w, f"status {node.status!r} contradicts u={node.u} < alpha={node.alpha}")
+        nodes.append(node)
+    tree = TreeRecord(nodes=nodes, siblings=_get(d, "siblings", where, str), rule=_get(d, "rule", where, str),
+                      path=_get(d, "path", where, list))
+    if tree.siblings not in TREE_SIBLINGS:
+        _fail(f"{where}.siblings", f"must be one of {TREE_SIBLINGS}, got {tree.siblings!r}")
+    if tree.rule not in TREE_RULES:
+        _fail(f"{where}.rule", f"must be one of {TREE_RULES}, got {tree.rule!r}")
+    if len(tree.path) > len(nodes) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(nodes)
+                                              for i in tree.path):
+        _fail(f"{where}.path", "expected a list of node indices")
+    if [nodes[i].parent for i in tree.path] != ([-1] + tree.path)[:len(tree.path)]:
+        _fail(f"{where}.path", "the path must go from a child of the root down, each node a child of the one before")
+    on_path = set(tree.path)
+    if any((n.status == "accepted") != (i in on_path) for i, n in enumerate(nodes)):
+        _fail(where, "the nodes marked accepted must be exactly the path")
+    _check_sibling_walk(tree, where)
+    return tree
+
+
+def _check_sibling_walk(tree: TreeRecord, where: str) -> None:
+    """Only children of the root or of a path node are tested. At the path's last node every child failed.
+    The target draw and greedy test all children of a visited node at once; recursive rejection tests them
+    in order up to the accepted one, each against its alpha and uniform (the first child's alpha is
+    min(1, p/q): later ones are tested against a residual)."""
+    visited = [-1] + tree.path
+    for i, n in enumerate(tree.nodes):
+        if n.status != "untested" and n.parent not in visited:
+            _fail(f"{where}.nodes[{i}]", "tested, but its parent is not on the accepted path")
+    for v in visited:
+        kids = [i for i, n in enumerate(tree.nodes) if n.parent == v]
+        statuses = [tree.nodes[i].status for i in kids]
+        if tree.rule == "recursive_rejection":
+            n_tested = statuses.index("accepted") + 1 if "accepted" in statuses else len(kids)
+            if statuses[:n_tested].count("rejected") != n_tested - ("accepted" in statuses) or \
+                    any(s != "untested" for s in statuses[n_tested:]):
+                _fail(where, f"recursive rejection tests the children of node {v} in order until one is accepted")
+            for rank, i in enumerate(kids[:n_tested]):
+                n = tree.nodes[i]
+                if n.alpha is None or n.u is None:
+                    _fail(f"{where}.nodes[{i}]", "a node tested by recursive rejection needs its alpha and u")
+                expected = min(1.0, n.p / n.q) if n.q > 0 else (1.0 if n.p > 0 else 0.0)
+                if rank == 0 and abs(n.alpha - expected) > ALPHA_TOL:
+                    _fail(f"{where}.nodes[{i}]", f"alpha {n.alpha} != min(1, p/q) = {expected}")
+        elif "untested" in statuses:
+            _fail(where, f"the {tree.rule} rule tests every child of node {v} at once")
+
+
+def _check_tree_iteration(it: IterationRecord, where: str) -> None:
+    """drafts = the path (cut where an EOS cut the output); emitted = the path's tokens, then the replacement
+    (the path's last node has children, all failed) or the bonus (it is a leaf), unless an EOS or the
+    drop_bonus control left it out."""
+    tree = it.tree
+    path_tokens = [tree.nodes[i].token_id for i in tree.path]
+    n = len(it.emitted)
+    if not 0 < n <= len(path_tokens) + 1 or it.emitted[:len(path_tokens)] != path_tokens[:n]:
+        _fail(where, "a tree iteration emits its path's tokens, then one more")
+    if [x.token_id for x in it.drafts] != path_tokens[:n] or not all(x.accepted for x in it.drafts):
+        _fail(f"{where}.drafts", "a tree iteration's drafts are its accepted path")
+    new = it.resampled or it.bonus
+    if n <= len(path_tokens):
+        if new is not None:
+            _fail(where, "a resampled or bonus token that was not emitted")
+        return
+    stop = tree.path[-1] if tree.path else -1
+    at_leaf = not any(n.parent == stop for n in tree.nodes)
+    if new is None or new.token_id != it.emitted[-1] or (it.bonus is not None) != at_leaf:
+        _fail(where, "after the path comes the bonus (at a leaf) or the resampled token (every child failed)")
+    if it.resampled is not None and it.resampled.position != len(tree.path):
+        _fail(f"{where}.resampled.position", f"must be the path's length {len(tree.path)}")
 
 
 def _nonneg(d: dict, key: str, where: str, optional: bool = False) -> float:

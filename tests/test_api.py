@@ -68,6 +68,9 @@ def test_generate_returns_a_valid_trace_and_a_summary(pool):
     ({"adaptive_k": True, "k_policy": "cost"}, "adaptive_k=true means k_policy='heuristic'"),
     ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
     ({"confidence_stop": 2}, "the confidence stop must be a number from 0 (off) to 0.95, got 2"),
+    ({"tree_nodes": 99}, "tree nodes must be between 0 (a chain) and 32 here, got 99"),
+    ({"tree_nodes": "8"}, "tree nodes must be a whole number, got '8'"),
+    ({"tree_top_k": 0}, "tree top-k (children per node) must be between 1 and 8, got 0"),
 ])
 def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
     args = {"prompt": PROMPT, "max_new_tokens": 4, **kw}
@@ -83,6 +86,14 @@ def test_k_policy_reaches_the_trace(pool):
                                          max_new_tokens=6)[0])
         assert (trace.config["k_policy"], trace.config["k"]) == (want, 3)
         assert all(it.k_reason for it in trace.iterations) or want != "cost"
+
+
+def test_tree_settings_reach_the_trace(pool):
+    trace = Trace.from_dict(generate(pool, PROMPT, k=3, k_policy="fixed", tree_nodes=4, tree_top_k=2,
+                                     max_new_tokens=6)[0])
+    assert (trace.config["tree_nodes"], trace.config["tree_top_k"]) == (4, 2)
+    trees = [it.tree for it in trace.iterations if it.tree is not None]
+    assert trees and all(len(t.nodes) <= 4 for t in trees)
 
 
 def test_confidence_stop_reaches_the_trace(pool):
@@ -144,7 +155,7 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline", "k_policy", "confidence_stop"]
+                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]

@@ -46,6 +46,60 @@ def test_smoke_the_default_live_run(page):
     assert "yes" in pg.locator("#summary tr", has_text="identical to baseline").inner_text()
 
 
+def _tree_drawn(pg, prefix: str, iteration: int | None = None) -> None:
+    """Until the tree figure and its mask show an iteration (``iteration``, 1-based, when given) with data, the
+    one-line hint hidden."""
+    shows = f"Token tree of iteration {iteration or ''}"
+    pg.wait_for_function(f"() => (document.querySelector('#{prefix}plot-tree .js-plotly-plot')?.layout?.title?.text"
+                         f" || '').startsWith('{shows}')", timeout=60_000)
+    for elem_id in (f"{prefix}plot-tree", f"{prefix}plot-tree-mask"):
+        _wait_for_data(pg, elem_id, timeout=60_000)
+    assert not pg.locator(f"#{prefix}tree-hint").is_visible()
+
+
+def _tree_labels(pg, elem_id: str) -> list[str]:
+    return pg.evaluate(f"() => document.querySelector('#{elem_id} .js-plotly-plot').data"
+                       ".find(t => t.mode === 'markers+text').text")
+
+
+def test_replay_shows_the_recorded_token_tree(page):
+    """The tree example in Replay: its iteration's tree (nodes, the path) and the verify's attention mask."""
+    pg = page
+    pg.get_by_role("tab", name="Replay").click()
+    pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
+    assert pg.locator("#replay-tree-hint").is_visible()          # the opening example verified chains only
+    pg.locator("button", has_text="token trees:").click()
+    pg.wait_for_function("() => (document.querySelector('#replay-note') || {}).innerText?.includes('token_tree')")
+    _tree_drawn(pg, "replay-")
+    labels = _tree_labels(pg, "replay-plot-tree")
+    assert len(labels) >= 3 and "root" in labels[0]
+    assert "target draw" in _plot_title(pg, "replay-plot-tree")
+    pg.click("#replay-first")                                    # stepping redraws the tree of that iteration
+    _tree_drawn(pg, "replay-", 1)
+    pg.get_by_role("tab", name="Live").click()
+
+
+@pytest.mark.slow
+def test_a_live_tree_run_draws_its_tree(page):
+    """Live with tree nodes = 6 (fixed K, greedy): every iteration a tree; the output equals the baseline's."""
+    pg = page
+    pg.get_by_role("tab", name="Live").click()
+    pg.click("#k-policy input")
+    pg.get_by_role("option", name="fixed K").click()
+    _set_number(pg, "tree-nodes", 6)
+    try:
+        run_live(pg, max_new=16)
+        pg.click("#first")
+        _tree_drawn(pg, "", 1)
+        assert len(_tree_labels(pg, "plot-tree")) >= 3                      # the root, its nodes, the last token
+        assert "A token tree of" in _plot_title(pg, "plot-anatomy")
+        assert "yes" in pg.locator("#summary tr", has_text="identical to baseline").inner_text()  # greedy: exact
+    finally:
+        _set_number(pg, "tree-nodes", 0)
+        pg.click("#k-policy input")
+        pg.get_by_role("option", name="cost-aware: the K with the most predicted tokens/s").click()
+
+
 @pytest.mark.slow
 def test_theory_prices_the_live_run_on_other_hardware(page):
     pg = page

@@ -103,12 +103,12 @@ def test_lab_setup_change_sizes_n_and_shows_the_agreement_slider():
 def test_simulator_streams_and_steps():
     outs = list(tab_simulator.run_simulator(0.5, "the cat", 3, 1.0, 30, 0, False))
     last = outs[-1]
-    assert len(last) == 11 + 3                        # viewer (tokens, 7 plots, summary, slider, anatomy) + 3
+    assert len(last) == 14 + 3                        # viewer (tokens, 7 plots, summary, slider, anatomy, tree x3) + 3
     trace = Trace.from_dict(last[-2])
     assert trace.stats.new_tokens == 30 and trace.baseline is not None
     assert "sd-tokens" in last[0] and trace.prompt == "the cat"
     step = tab_simulator.step_simulator(last[-2], 1, 1)                # from iteration 1 to 2
-    assert len(step) == 7 and isinstance(step[4], go.Figure) and isinstance(step[5], go.Figure)
+    assert len(step) == 10 and isinstance(step[4], go.Figure) and isinstance(step[-2], go.Figure)  # + tree x3
     fig = tab_simulator.sim_position(last[-2], 2, 1)
     assert "iteration 2, position 1" in fig.layout.title.text
     assert {t.name for t in fig.data} >= {"p (target)", "q (draft)"}

@@ -102,32 +102,33 @@ def _n(trace_dict: dict) -> int:
 
 
 SKIP = type(gr.skip())
-AT = 4          # the anatomy's place in the step outputs (slider, tokens, plot-pq, plot-residual, anatomy)
+AT = 4          # the anatomy's place in the step outputs (slider, tokens, plot-pq, plot-residual, anatomy, tree x3)
+N_STEP = 8      # the number of step outputs
 
 
 def test_play_from_the_last_iteration_rewinds_then_ticks_to_the_end_and_stops():
     d = _trace("ngram_extractive.json").to_dict()
     n = _n(d)
-    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, False, 0.5, False, d, n)
+    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, False, 0.5, False, d, n)
     assert timer.active is True and timer.value == 0.5 and button.value == PAUSE_LABEL and playing is True
     assert view[0].value == 1 and anatomy_title(view[AT]).startswith("Anatomy of iteration 1 — step 4")
     value = 1
     for _ in range(n - 2):                          # ticks in the middle keep the timer running
-        *view, timer, button, playing, stage = play_tick(step_view, 5, AT, False, stage, d, value)
+        *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, False, stage, d, value)
         value = view[0].value
         assert isinstance(timer, SKIP) and not isinstance(playing, bool)
-    *view, timer, button, playing, stage = play_tick(step_view, 5, AT, False, stage, d, value)
+    *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, False, stage, d, value)
     assert view[0].value == n and timer.active is False and button.value == PLAY_LABEL and playing is False
 
 
 def test_build_up_playback_shows_each_step_of_the_anatomy_before_moving_on():
     d = _trace("ngram_extractive.json").to_dict()
     n = _n(d)
-    *_, stage, slider, _, _, _, anatomy = toggle_play(step_view, 5, AT, False, 1.0, True, d, n)
+    _, _, _, stage, slider, _, _, _, anatomy, *_ = toggle_play(step_view, N_STEP, AT, False, 1.0, True, d, n)
     assert stage == 1 and slider.value == 1 and "step 1 of 4" in anatomy_title(anatomy)
     seen, value = [], 1
     while True:
-        *view, timer, button, playing, stage = play_tick(step_view, 5, AT, True, stage, d, value)
+        *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, True, stage, d, value)
         if not isinstance(view[0], SKIP):
             value = view[0].value
         seen.append((value, stage))
@@ -145,9 +146,9 @@ def anatomy_title(fig) -> str:
 
 def test_play_in_the_middle_keeps_the_position_and_pause_stops():
     d = _trace("ngram_extractive.json").to_dict()
-    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, False, 1.0, True, d, 3)
+    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, False, 1.0, True, d, 3)
     assert playing is True and stage == 4 and all(isinstance(v, SKIP) for v in view)
-    timer, button, playing, stage, *view = toggle_play(step_view, 5, AT, True, 1.0, False, d, 4)
+    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, True, 1.0, False, d, 4)
     assert timer.active is False and button.value == PLAY_LABEL and playing is False
 
 
@@ -159,14 +160,14 @@ def test_bad_pace_is_refused_with_its_name(pace, message):
         check_pace(pace)
     d = _trace("ngram_extractive.json").to_dict()
     with pytest.raises(gr.Error, match=message):
-        toggle_play(step_view, 5, AT, False, pace, False, d, 1)
+        toggle_play(step_view, N_STEP, AT, False, pace, False, d, 1)
 
 
 def test_nothing_to_play_and_the_pace_slider():
     with pytest.raises(gr.Error, match="Nothing to play back"):
-        toggle_play(step_view, 5, AT, False, 1.0, False, None, None)
-    *skips, timer, button, playing, stage = play_tick(step_view, 5, AT, True, 2, None, None)
-    assert len(skips) == 5 and timer.active is False and playing is False
+        toggle_play(step_view, N_STEP, AT, False, 1.0, False, None, None)
+    *skips, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, True, 2, None, None)
+    assert len(skips) == N_STEP and timer.active is False and playing is False
     assert set_pace(2.5, True).value == 2.5 and set_pace(2.5, True).active is True
     assert set_pace(0.25, False).active is False
 
@@ -174,7 +175,7 @@ def test_nothing_to_play_and_the_pace_slider():
 def test_home_and_end_land_on_the_first_and_last_iteration():
     d = _trace("ngram_extractive.json").to_dict()
     assert step_view(d, 5, -FAR)[0].value == 1 and step_view(d, 5, FAR)[0].value == _n(d)
-    assert len(render_iteration(Trace.from_dict(d), 0)) == 5
+    assert len(render_iteration(Trace.from_dict(d), 0)) == 8
 
 
 def test_a_viewer_built_with_a_trace_starts_drawn_with_one_iteration_slider():

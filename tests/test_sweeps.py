@@ -73,6 +73,18 @@ def test_k_sweep_on_tiny_models(tiny_pair):
     assert sw.hindsight_tokens_per_s is None and sw.hindsight_ks == []    # a draft model: no replay
 
 
+def test_k_sweep_runs_a_tree_of_n_equal_k_nodes_next_to_each_chain(tiny_pair):
+    target, draft = tiny_pair
+    cfg = SpecConfig(k=1, temperature=0.0, max_new_tokens=12, seed=0)
+    seen = []
+    sw = k_sweep(target, draft, [1, 2, 3, 4], cfg, [2, 3], on_progress=lambda d, t: seen.append((d, t)),
+                 tree_top_k=2)
+    assert [r.k for r in sw.tree_runs] == [2, 3] and seen[-1] == (5 * 12, 5 * 12)
+    assert all(r.same_as_baseline for r in sw.runs + sw.tree_runs)   # greedy trees: target-only output exactly
+    assert all(0 < r.drafts_per_iteration <= r.k for r in sw.tree_runs)   # nodes per iteration within the budget
+    assert not k_sweep(target, draft, [1, 2, 3, 4], cfg, [2]).tree_runs
+
+
 def test_k_sweep_with_prompt_lookup_gets_the_hindsight_ceiling(tiny_pair):
     target, _ = tiny_pair
     cfg = SpecConfig(k=1, temperature=0.0, max_new_tokens=16, seed=0)

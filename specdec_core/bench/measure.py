@@ -150,26 +150,33 @@ def _result(tokens: list[int], clock: Stopwatch, meter: ForwardMeter, **ours: An
 
 
 def ours_speculative(target: torch.nn.Module, make_drafter: Callable[[], Any], ids: list[int], cfg: SpecConfig,
-                     tokenizer: Any, meter_modules: dict[str, torch.nn.Module]) -> Runner:
-    """Our engine as the app runs it (tokenizer given, so the trace carries token texts)."""
+                     tokenizer: Any, meter_modules: dict[str, torch.nn.Module], keep: list | None = None) -> Runner:
+    """Our engine as the app runs it (tokenizer given, so the trace carries token texts); ``keep``: a list each
+    run's trace is appended to."""
     from ..decoding.engine import speculative_generate
 
     def run() -> RunResult:
         drafter = make_drafter()
         with ForwardMeter(meter_modules) as meter, Stopwatch(target) as clock:
             trace = speculative_generate(target, drafter, ids, cfg, tokenizer)
+        if keep is not None:
+            keep.append(trace)
         st = trace.stats
         return _result(list(trace.new_token_ids), clock, meter, iterations=st.iterations, drafted=st.drafted,
                        accepted=st.accepted, other_ms=[it.other_ms for it in trace.iterations])
     return run
 
 
-def ours_baseline(target: torch.nn.Module, ids: list[int], cfg: SpecConfig, tokenizer: Any) -> Runner:
+def ours_baseline(target: torch.nn.Module, ids: list[int], cfg: SpecConfig, tokenizer: Any,
+                  keep: list | None = None) -> Runner:
+    """Our target-only decoding; ``keep``: a list each run's ``BaselineResult`` is appended to."""
     from ..decoding.baseline import baseline_generate
 
     def run() -> RunResult:
         with ForwardMeter({"target": target}) as meter, Stopwatch(target) as clock:
             res = baseline_generate(target, ids, cfg, tokenizer)
+        if keep is not None:
+            keep.append(res)
         return _result(list(res.new_token_ids), clock, meter)
     return run
 

@@ -49,6 +49,7 @@ from .prompts import PROMPTS, QUICK_PROMPTS
 from .report import make_report, render_report, side_rows, write_json
 from ..config import MAX_K, RECOMMENDED_CONFIDENCE_STOP, SpecConfig, recommended_config
 from .settings import BenchSettings, DRAFT_K, EARLY_EXIT_LAYERS, NGRAM_K
+from .tree import TreeSettings
 
 HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
 PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
@@ -264,6 +265,10 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
     if s.heldout is not None:
         log("held-out prompts ...")
         report["heldout"] = run_heldout(target, tok, s.heldout, log)
+    if s.tree is not None:
+        from .tree import run_tree_bench
+        log("token trees against chains ...")
+        report["tree"] = run_tree_bench(target, tok, s.tree, log)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if profile:
         log("profiling ...")
@@ -309,6 +314,9 @@ def validate_settings(s: BenchSettings) -> None:
         SpecConfig(max_new_tokens=s.theory_max_new_tokens)
     if s.heldout is not None:
         validate_heldout(s.heldout)
+    if s.tree is not None:
+        from .tree import validate_tree
+        validate_tree(s.tree)
 
 
 # --- profile --------------------------------------------------------------------------------------
@@ -352,9 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32",
                     help="float32 (default; greedy outputs then match token for token), bfloat16 or float16 "
                          "(batched and 1-token forwards may then differ in the last bits: ratios get refused)")
-    ap.add_argument("--only", choices=("compare", "theory", "heldout"), default=None,
-                    help="run only the ours-vs-transformers groups, only the cost-model / K-policy sections or only "
-                         "the shipped drafts' speed on held-out prompts")
+    ap.add_argument("--only", choices=("compare", "theory", "heldout", "tree"), default=None,
+                    help="run only the ours-vs-transformers groups, only the cost-model / K-policy sections, only "
+                         "the shipped drafts' speed on held-out prompts or only token trees against chains")
     ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
     ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (as recommended_config()); quick 24")
     ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
@@ -365,6 +373,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated drafters of the theory sections (default: all in bench_theory.DRAFTERS)")
     ap.add_argument("--heldout-prompts", type=int, default=None, help="held-out prompts (default 10; quick 2)")
     ap.add_argument("--heldout-seed", type=int, default=HeldoutSettings.seed, help="which held-out prompts")
+    ap.add_argument("--tree-prompts", type=int, default=None, help="held-out prompts of the tree section "
+                    "(default 4; quick 1)")
+    ap.add_argument("--tree-drafts", default=None,
+                    help="comma-separated drafts of the tree section: feature, trained, ngram (default feature,trained)")
+    ap.add_argument("--tree-nodes", type=int, default=TreeSettings.nodes, help="the trees' most nodes (default 16)")
+    ap.add_argument("--tree-top-k", type=int, default=TreeSettings.top_k,
+                    help="the trees' most children per node (default 4)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap
@@ -380,6 +395,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         early_exit_layers=args.early_exit_layers, threads=args.threads, device=args.device, dtype=args.dtype,
         compare=args.only in (None, "compare"), theory=args.only in (None, "theory"),
         heldout=_heldout_settings(args) if args.only in (None, "heldout") else None,
+        tree=_tree_settings(args) if args.only in (None, "tree") else None,
         theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
         theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
         theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
@@ -395,6 +411,14 @@ def _heldout_settings(args: argparse.Namespace) -> HeldoutSettings:
     prompts = args.heldout_prompts if args.heldout_prompts is not None else quick.prompts
     return HeldoutSettings(prompts=prompts, seed=args.heldout_seed, max_new_tokens=quick.max_new_tokens,
                            repeats=quick.repeats)
+
+
+def _tree_settings(args: argparse.Namespace) -> TreeSettings:
+    base = TreeSettings(prompts=1, max_new_tokens=24, repeats=1) if args.quick else TreeSettings()
+    drafts = tuple(d.strip() for d in args.tree_drafts.split(",") if d.strip()) if args.tree_drafts else base.drafts
+    return TreeSettings(prompts=args.tree_prompts if args.tree_prompts is not None else base.prompts,
+                        seed=args.heldout_seed, max_new_tokens=base.max_new_tokens, repeats=base.repeats,
+                        drafts=drafts, nodes=args.tree_nodes, top_k=args.tree_top_k)
 
 
 def _all_drafters() -> tuple[str, ...]:
@@ -440,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
             text += "\n\n" + render_theory(report["theory"])
         if report.get("heldout"):
             text += "\n\n" + render_heldout(report["heldout"])
+        if report.get("tree"):
+            from .tree import render_tree
+            text += "\n\n" + render_tree(report["tree"])
         report["markdown"] = text
         write_json(report, args.json)
     except (ValueError, RuntimeError, OSError) as e:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from .heldout import HeldoutSettings
+from .tree import TreeSettings
 
 
 NGRAM_K = 10          # transformers' documented prompt-lookup setting; the same K on both sides
@@ -34,3 +35,4 @@ class BenchSettings:
     theory_h2h_repeats: int = 5
     theory_drafters: tuple[str, ...] = ("ngram", "self", "trained", "feature")
     heldout: HeldoutSettings | None = HeldoutSettings()   # the shipped drafts on held-out prompts; None = skip
+    tree: TreeSettings | None = TreeSettings()            # token trees against chains (bench.tree); None = skip

@@ -1,7 +1,7 @@
 """The speculative decoding loop, traced and timed like the target-only baseline (``baseline``).
 
 One iteration, in order:
- 0. K      - the K policy chooses how many drafts to ask for;
+ 0. K      - the K policy chooses how many drafts to ask for (or, for a tree, how many nodes and how deep);
  1. draft  - the drafter proposes up to K tokens and the q each was drawn from;
  2. target - ONE target forward over the unseen tokens (last token + drafts) gives K+1 rows of logits
              (and, for a feature-reading drafter, the target's last hidden states at those positions);
@@ -10,6 +10,9 @@ One iteration, in order:
              (greedy: keep the drafts that agree with the target's argmax, then emit the argmax);
  4. rollback - crop both KV caches to the accepted prefix (the drafter absorbs the new token next time);
  5. record - append the iteration to the trace (``record``); the streaming form yields here.
+With ``SpecConfig.tree_nodes`` > 0 and a drafter that drafts token trees (``propose_tree``), steps 1-4 draft a
+tree, verify all its nodes in ONE target forward with a tree attention mask and keep the accepted path
+(``tree_step``, ``tree_verify``); 0 nodes (the default) is the chain above, traced exactly as before.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from ..trace import Trace
 from .proposal_check import checked_proposal
 from .record import RunningText, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
 from .target import TargetModel, _resolve_eos, as_drafter, normalize_input_ids
+from .tree_step import tree_step
 from .verify import verify
 
 
@@ -43,6 +47,8 @@ class _Run:
     warping: Warping                     # how the target's logits become p
     k_policy: KPolicy
     outlook: Callable[[list[int], int | None], DraftOutlook] | None
+    tree_nodes: int                      # > 0: draft token trees of up to this many nodes (the drafter can)
+    tree_top_k: int                      # a tree's most children per node
     eos: int | None
     reads_features: bool
     trace: Trace
@@ -65,31 +71,35 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     done = ""
     try:
         while True:
-            # 0. how many drafts (kpolicy), priced with what the drafter tells for free (prompt lookup's match)
-            remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-            k, k_reason = r.k_policy.choose(remaining - 1, r.outlook(ids, r.eos) if r.outlook else None)
+            # 0. how many drafts, or tree nodes and depth (kpolicy), priced with what the drafter tells for free
+            nodes, k, k_reason = _choose(r, cfg.max_new_tokens - (len(ids) - prompt_len) - 1, ids)
             t_iter = now_ms(device)
-            # 1. draft (checked: a proposal that breaks the protocol is refused)
-            prop = checked_proposal(drafter, ids, k, r.policy, target, device) if k > 0 else Proposal([], None)
-            # 2. one target forward over [unseen tokens] + drafts -> n + 1 rows of logits
-            t_v = now_ms(device)
-            logits = tgt.forward(ids, prop.tokens, logits_to_keep=len(prop.tokens) + 1)
-            verify_ms = now_ms(device) - t_v
-            if r.reads_features:   # the drafter keeps what survives the rollback in step 4
-                drafter.observe_features(tgt.features_from, tgt.features)
-            # 3. verify: accept / reject left to right, then the resampled or bonus token
-            verdict = verify(logits, prop, r.warping, r.gen, bugs, show=cfg.full_trace)
-            emitted = cut_at_eos(verdict.emitted, r.eos)
-            # 4. rollback both caches to the accepted prefix (at least one token stays unseen)
-            valid = min(len(ids) + verdict.n_accepted, len(ids) + len(emitted) - 1)
-            tgt.rollback(valid)
-            drafter.rollback(valid)
+            if nodes:   # 1-4 for a token tree: ONE target forward with the tree attention mask (tree_step)
+                st = tree_step(r, ids, nodes, k, r.tree_top_k, bugs, target, cfg.full_trace)
+                prop, verify_ms, n_acc, emitted, tree = st.prop, st.verify_ms, st.n_accepted, st.emitted, st.tree
+                drafts, resampled, bonus = st.drafts, st.resampled, st.bonus
+            else:
+                # 1. draft (checked: a proposal that breaks the protocol is refused)
+                prop = checked_proposal(drafter, ids, k, r.policy, target, device) if k > 0 else Proposal([], None)
+                # 2. one target forward over [unseen tokens] + drafts -> n + 1 rows of logits
+                t_v = now_ms(device)
+                logits = tgt.forward(ids, prop.tokens, logits_to_keep=len(prop.tokens) + 1)
+                verify_ms = now_ms(device) - t_v
+                if r.reads_features:   # the drafter keeps what survives the rollback in step 4
+                    drafter.observe_features(tgt.features_from, tgt.features)
+                # 3. verify: accept / reject left to right, then the resampled or bonus token
+                verdict = verify(logits, prop, r.warping, r.gen, bugs, show=cfg.full_trace)
+                emitted, n_acc, tree = cut_at_eos(verdict.emitted, r.eos), verdict.n_accepted, None
+                # 4. rollback both caches to the accepted prefix (at least one token stays unseen)
+                valid = min(len(ids) + n_acc, len(ids) + len(emitted) - 1)
+                tgt.rollback(valid)
+                drafter.rollback(valid)
+                drafts, resampled, bonus = new_records(verdict, prop.tokens, emitted, r.text, cfg.full_trace)
             # 5. record
-            drafts, resampled, bonus = new_records(verdict, prop.tokens, emitted, r.text, cfg.full_trace)
             t_end = now_ms(device)
-            it = timed_iteration(trace, len(ids), k, k_reason, prop, verify_ms, t_iter, t_run, t_end,
-                                 drafts, resampled, bonus, emitted)
-            add_iteration(trace, it, verdict.n_accepted, prop.forwards, tgt.forwards, t_end - t_run)
+            it = timed_iteration(trace, len(ids), nodes or k, k_reason, prop, verify_ms, t_iter, t_run, t_end,
+                                 drafts, resampled, bonus, emitted, tree)
+            add_iteration(trace, it, n_acc, prop.forwards, tgt.forwards, t_end - t_run)
             r.k_policy.observe(it)
             ids = ids + emitted
             done = _finish_reason(emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
@@ -117,7 +127,7 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     gen = torch.Generator(device=tgt.device).manual_seed(cfg.seed)
     policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace,
                          confidence_stop=cfg.confidence_stop)
-    trace = Trace(config={**cfg.to_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),
+    trace = Trace(config={**cfg.trace_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),
                           "device": str(tgt.device),
                           "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
                           **shape_meta(target, drafter), **(meta or {})},
@@ -126,8 +136,21 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     trace.calibration = k_policy.calibration
     return _Run(drafter=drafter, tgt=tgt, gen=gen, policy=policy,
                 warping=Warping(cfg.temperature, cfg.top_k, cfg.top_p), k_policy=k_policy,
-                outlook=outlook_of(drafter), eos=eos, reads_features=reads_features, trace=trace,
+                outlook=outlook_of(drafter), tree_nodes=cfg.tree_nodes if hasattr(drafter, "propose_tree") else 0,
+                tree_top_k=cfg.tree_top_k, eos=eos, reads_features=reads_features, trace=trace,
                 text=token_texts(tokenizer), running_text=RunningText(tokenizer))
+
+
+def _choose(r: _Run, max_k: int, ids: list[int]) -> tuple[int, int, str]:
+    """(tree nodes, K or the tree's depth cap, the one-line reason); 0 nodes = a chain of K drafts. A tree only
+    when one is asked for and the drafter can draft one; its size from the K policy where it prices trees."""
+    outlook = r.outlook(ids, r.eos) if r.outlook else None
+    choose_tree = getattr(r.k_policy, "choose_tree", None)
+    if r.tree_nodes and choose_tree is not None:
+        nodes, depth, reason = choose_tree(max_k, r.tree_nodes, r.tree_top_k, outlook)
+        return (nodes if depth > 0 else 0), depth, reason
+    k, reason = r.k_policy.choose(max_k, outlook)
+    return (r.tree_nodes if k > 0 else 0), k, reason
 
 
 def _prefill(r: _Run, ids: list[int]) -> None:

@@ -6,6 +6,7 @@ crash the target's embedding, and a q that is not a distribution breaks α = min
 norm(max(0, p − q)) silently. ``checked_proposal`` calls the drafter and refuses a bad proposal with a
 ``ProposalError`` naming the problem; an exception raised inside the drafter becomes a ``DrafterError``
 naming the drafter. Both are RuntimeErrors, so a UI that reports engine failures reports these too.
+``checked_tree_proposal`` does the same for a token tree (``drafters.tree.TreeProposal``).
 All numeric checks of q run on the device and come back to the host in one transfer.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from ..drafters.base import DraftPolicy, Proposal
+from ..drafters.tree import TreeProposal, check_tree, depths
 from ..trace import MAX_REASON
 
 ROW_SUM_TOL = {torch.float16: 2e-2, torch.bfloat16: 2e-2}   # others: 1e-3
@@ -44,6 +46,45 @@ def checked_proposal(drafter: Any, ids: list[int], k: int, policy: DraftPolicy, 
     return prop
 
 
+def checked_tree_proposal(drafter: Any, ids: list[int], n_nodes: int, top_k: int, max_depth: int,
+                          policy: DraftPolicy, target: torch.nn.Module, device: torch.device) -> TreeProposal:
+    """``drafter.propose_tree(ids, n_nodes, top_k, policy, max_depth)``, checked by ``check_tree_proposal``."""
+    name = getattr(drafter, "name", type(drafter).__name__)
+    try:
+        prop = drafter.propose_tree(ids, n_nodes, top_k, policy, max_depth)
+    except Exception as e:  # noqa: BLE001 - any failure of third-party code ends the run with its name
+        raise DrafterError(f"the drafter {name!r} failed while proposing a tree: {type(e).__name__}: {e}") from e
+    check_tree_proposal(prop, n_nodes, top_k, max_depth, vocab_size_of(target), device,
+                        sampling=not policy.greedy, name=name)
+    return prop
+
+
+def check_tree_proposal(prop: Any, n_nodes: int, top_k: int, max_depth: int, vocab_size: int,
+                        device: torch.device, *, sampling: bool, name: str = "drafter") -> None:
+    """Raise ProposalError unless ``prop`` is a TreeProposal of at most ``n_nodes`` nodes, at most ``top_k``
+    children per node, at most ``max_depth`` deep, whose tokens and q pass ``check_proposal``'s checks
+    (q(x) > 0 asked of independently drawn siblings only: distinct ones are chosen, not drawn)."""
+    def fail(what: str) -> None:
+        raise ProposalError(f"the drafter {name!r} returned a bad tree: {what}")
+
+    if not isinstance(prop, TreeProposal):
+        fail(f"expected a TreeProposal, got {type(prop).__name__}")
+    try:
+        check_tree(prop.parents)
+    except ValueError as e:
+        fail(str(e))
+    if len(prop.parents) != len(prop.tokens):
+        fail(f"{len(prop.tokens)} tokens but {len(prop.parents)} parents")
+    if prop.parents:
+        widest = max(prop.parents.count(p) for p in set(prop.parents))
+        if widest > top_k:
+            fail(f"a node has {widest} children, more than top_k = {top_k}")
+        if max(depths(prop.parents)) > max_depth:
+            fail(f"the tree is {max(depths(prop.parents))} deep, more than the depth cap {max_depth}")
+    _check_tokens_and_q(prop, n_nodes, vocab_size, device, sampling and prop.siblings == "independent", fail,
+                        "nodes asked")
+
+
 def check_proposal(prop: Any, k: int, vocab_size: int, device: torch.device, *, sampling: bool,
                    name: str = "drafter") -> None:
     """Raise ProposalError unless ``prop`` is a Proposal of at most ``k`` token ids in [0, vocab_size) whose
@@ -55,11 +96,16 @@ def check_proposal(prop: Any, k: int, vocab_size: int, device: torch.device, *, 
 
     if not isinstance(prop, Proposal):
         fail(f"expected a Proposal, got {type(prop).__name__}")
+    _check_tokens_and_q(prop, k, vocab_size, device, sampling, fail)
+
+
+def _check_tokens_and_q(prop: Proposal | TreeProposal, k: int, vocab_size: int, device: torch.device,
+                        sampling: bool, fail: Any, limit_name: str = "K") -> None:
     tokens = prop.tokens
     if not isinstance(tokens, (list, tuple)):
         fail(f"tokens must be a list of ints, got {type(tokens).__name__}")
     if len(tokens) > k:
-        fail(f"{len(tokens)} tokens for K = {k}")
+        fail(f"{len(tokens)} tokens for {limit_name} = {k}")
     for i, t in enumerate(tokens):
         if isinstance(t, bool) or not isinstance(t, int):
             fail(f"token {i} is {t!r} ({type(t).__name__}), not an int token id")

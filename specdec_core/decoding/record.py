@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..drafters.base import Proposal
+from ..drafters.tree import TreeProposal
 from ..intervals import fill_stats
-from ..trace import BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Trace
+from ..trace import BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Trace, TreeRecord
 from .verify import Top, Verdict
 
 
@@ -44,21 +45,22 @@ def new_records(verdict: Verdict, drafts: list[int], emitted: list[int], text: C
         if v.token in emitted:
             resampled = ResampledRecord(
                 token_id=v.token, text=text(v.token), p=v.token_p, position=v.n_accepted,
-                residual_prob=v.token_residual_prob, residual_top=_with_text(v.residual_top, text),
-                p_top=_with_text(v.p_top, text), q_top=_with_text(v.q_top, text))
+                residual_prob=v.token_residual_prob, residual_top=with_text(v.residual_top, text),
+                p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text))
     elif len(emitted) > n:
         bonus = BonusRecord(token_id=v.token, text=text(v.token), p=v.token_p)
     return records, resampled, bonus
 
 
-def _with_text(top: Top, text: Callable[[int], str]) -> list[list]:
+def with_text(top: Top, text: Callable[[int], str]) -> list[list]:
+    """A top list as the trace keeps it: [[token id, its text, probability], ...]."""
     return [[i, text(i), prob] for i, prob in top]
 
 
-def timed_iteration(trace: Trace, start_len: int, k: int, k_reason: str, prop: Proposal, verify_ms: float,
-                    t_iter: float, t_run: float, t_end: float, drafts: list[DraftRecord],
+def timed_iteration(trace: Trace, start_len: int, k: int, k_reason: str, prop: Proposal | TreeProposal,
+                    verify_ms: float, t_iter: float, t_run: float, t_end: float, drafts: list[DraftRecord],
                     resampled: ResampledRecord | None, bonus: BonusRecord | None,
-                    emitted: list[int]) -> IterationRecord:
+                    emitted: list[int], tree: TreeRecord | None = None) -> IterationRecord:
     """The iteration's record with its timing: ``other_ms`` is what the drafts' forwards, the catch-up and
     the verify forward leave of the iteration's wall time (sampling math, bookkeeping, rollback, records)."""
     busy = sum(prop.forward_ms) + prop.catchup_ms + verify_ms
@@ -66,7 +68,7 @@ def timed_iteration(trace: Trace, start_len: int, k: int, k_reason: str, prop: P
         index=len(trace.iterations), start_len=start_len, k=k, drafts=drafts, resampled=resampled,
         bonus=bonus, emitted=emitted, draft_ms=prop.forward_ms, verify_ms=verify_ms,
         other_ms=max(0.0, t_end - t_iter - busy), t_start_ms=t_iter - t_run, k_reason=k_reason,
-        catchup_ms=prop.catchup_ms, draft_stop=prop.stop)
+        catchup_ms=prop.catchup_ms, draft_stop=prop.stop, tree=tree)
 
 
 def add_iteration(trace: Trace, it: IterationRecord, n_accepted: int, draft_forwards: int,
@@ -77,7 +79,7 @@ def add_iteration(trace: Trace, it: IterationRecord, n_accepted: int, draft_forw
     st = trace.stats
     st.draft_forwards += draft_forwards
     st.target_forwards = target_forwards
-    st.drafted += len(it.drafts)
+    st.drafted += len(it.tree.nodes) if it.tree is not None else len(it.drafts)
     st.accepted += n_accepted
     finish_stats(trace, wall_ms)
 

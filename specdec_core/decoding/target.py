@@ -6,12 +6,15 @@ import torch
 from ..drafters.base import Drafter
 from ..drafters.model import model_drafter
 from ..models.kv_cache import new_kv_cache
+from ..models.tree_attention import keep_rows, tree_feed
 
 
 class TargetModel:
     """The target LM with its KV cache; ``forward(ids)`` feeds whatever the cache has not seen.
     With ``keep_features``, each forward also leaves the post-norm last hidden states of the tokens it
-    fed in ``features`` (first position ``features_from``) for a feature-reading drafter."""
+    fed in ``features`` (first position ``features_from``) for a feature-reading drafter.
+    A token tree goes through ``tree_forward`` (one forward with the tree attention mask) and ``keep_path``
+    (only the accepted path stays in the cache, and in ``features``)."""
 
     def __init__(self, model: torch.nn.Module, keep_features: bool = False) -> None:
         self.model = model
@@ -22,10 +25,34 @@ class TargetModel:
         self.keep_features = keep_features
         self.features: torch.Tensor | None = None            # (fed tokens, hidden)
         self.features_from = 0
+        self._tree_base = 0                                  # first node's cache row in the last tree forward
+
+    def forward(self, ids: list[int], extra: list[int] = (), logits_to_keep: int = 1) -> torch.Tensor:
+        return self._run(ids[self.cache_len:] + list(extra), logits_to_keep)
+
+    def tree_forward(self, ids: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
+        """ONE forward over the unseen tokens of ``ids`` (the last is the tree's root) and the tree's nodes,
+        each node seeing the prefix and its ancestors only (``models.tree_attention``): the logits at the
+        root and at each node, (N + 1, V)."""
+        chain = ids[self.cache_len:]
+        feed = tree_feed(parents, len(chain), self.cache_len, next(self.model.parameters()).dtype, self.device)
+        self._tree_base = self.cache_len + len(chain)
+        return self._run(chain + list(tokens), len(tokens) + 1, attention_mask=feed.attention_mask,
+                         position_ids=feed.position_ids)
+
+    def keep_path(self, path: list[int], valid_len: int) -> None:
+        """After ``tree_forward``: the accepted path's keys/values (node indices, root to leaf) moved behind the
+        chain, the cache cut to ``valid_len`` entries; ``features`` keep the chain's rows then the path's."""
+        base = self._tree_base
+        keep_rows(self.cache, [base + i for i in path], base, valid_len)
+        if self.features is not None:
+            n_chain = base - self.features_from
+            rows = torch.tensor(list(range(n_chain)) + [n_chain + i for i in path], device=self.features.device)
+            self.features = self.features.index_select(0, rows)
+        self.cache_len = valid_len
 
     @torch.inference_mode()
-    def forward(self, ids: list[int], extra: list[int] = (), logits_to_keep: int = 1) -> torch.Tensor:
-        feed = ids[self.cache_len:] + list(extra)
+    def _run(self, feed: list[int], logits_to_keep: int, **kwargs: torch.Tensor) -> torch.Tensor:
         x = torch.tensor([feed], device=self.device)
         hook = None
         if self.keep_features:   # the final norm's output = what the LM head reads, for every fed token
@@ -34,7 +61,7 @@ class TargetModel:
             hook = self.model.get_decoder().norm.register_forward_hook(keep)
         try:
             logits = self.model(input_ids=x, past_key_values=self.cache, use_cache=True,
-                                logits_to_keep=logits_to_keep).logits
+                                logits_to_keep=logits_to_keep, **kwargs).logits
         finally:
             if hook is not None:
                 hook.remove()

@@ -11,6 +11,8 @@ The protocol is small on purpose (``Drafter`` below):
   more than two unseen tokens (its prompt, or what was emitted while it sat out K = 0 iterations) get a
   forward of their own first, timed apart as the proposal's ``catchup_ms``.
 - ``outlook(ids)`` (optional) says, for free, what the next proposal will be like (``DraftOutlook``).
+- ``propose_tree(ids, n_nodes, top_k, policy, max_depth)`` (optional) proposes a token tree instead
+  (``tree.TreeProposal``), and ``rollback_tree(valid_len, path)`` then keeps only the accepted path.
 A drafter that reads the target's features (``feature_draft.FeatureDrafter``) also sets
 ``reads_features = True``; the engine then calls ``observe_features(start, features)`` with the
 target's post-norm last hidden states after the prefill and after every verify forward, before the
@@ -21,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -97,8 +99,11 @@ def outlook_of(drafter: Any) -> Callable[[list[int], int | None], DraftOutlook] 
 CATCHUP_MIN = 2   # unseen tokens a draft model's first step absorbs itself (the bonus and the last draft)
 
 
-def with_catchup(prop: Proposal, catchup_ms: float) -> Proposal:
-    """``prop`` with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
+P = TypeVar("P")
+
+
+def with_catchup(prop: P, catchup_ms: float) -> P:
+    """``prop`` (a Proposal or a TreeProposal) with a separate catch-up forward of ``catchup_ms`` (0: none) counted in."""
     if catchup_ms > 0:
         prop.catchup_ms, prop.forwards = catchup_ms, prop.forwards + 1
     return prop

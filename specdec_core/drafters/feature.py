@@ -26,6 +26,8 @@ import torch
 from torch import nn
 
 from .base import CATCHUP_MIN, DraftOutlook, DraftPolicy, Proposal, proposal_from_steps, with_catchup
+from .tree import TreeProposal
+from .tree_build import FedNodes, grow_tree
 from ..models.kv_cache import new_kv_cache
 from .int8 import Int8Cache
 from ..timing import now_ms
@@ -69,16 +71,18 @@ class FeatureDraft(nn.Module):
         self.lm_head.weight.requires_grad_(False)
 
     def forward(self, input_ids: torch.Tensor, features: torch.Tensor, position_ids: torch.Tensor,
-                cache: object | None = None, last_logits: bool = False):
+                cache: object | None = None, last_logits: bool = False, attention_mask: torch.Tensor | None = None,
+                all_logits: bool = False):
         """input_ids (B, T) = x_{t+1}; features (B, T, hidden) = f_t; position_ids (B, T) = t.
         Returns f̂_{t+1} (B, T, hidden); with ``last_logits`` also the (B, V) full-vocabulary logits at the
-        last position (one call = one draft forward, head included, for timing hooks). With a cache, it
-        attends to its earlier positions too."""
+        last position, with ``all_logits`` the (B, T, V) logits at every position (one call = one draft
+        forward, head included, for timing hooks). With a cache, it attends to its earlier positions too:
+        causally, or as ``attention_mask`` (B, 1, T, past + T, additive) says (a token tree's level)."""
         e = self.embed_tokens(input_ids)
         x = self.eh_proj(torch.cat([self.enorm(e), self.hnorm(features.to(e.dtype))], dim=-1))
-        mask = None
+        mask = attention_mask
         past = cache.get_seq_length() if cache is not None else 0
-        if past and x.shape[1] > 1:   # a catch-up of several positions after a cached past: causal, offset
+        if mask is None and past and x.shape[1] > 1:   # a catch-up after a cached past: causal, offset
             q = torch.arange(x.shape[1], device=x.device)[:, None] + past
             k = torch.arange(past + x.shape[1], device=x.device)[None, :]
             mask = torch.zeros(q.shape[0], k.shape[1], dtype=x.dtype, device=x.device)
@@ -86,6 +90,8 @@ class FeatureDraft(nn.Module):
         x = self.mtp_block(x, attention_mask=mask, position_ids=position_ids, past_key_values=cache,
                            use_cache=cache is not None, position_embeddings=self.rotary_emb(x, position_ids))
         hidden = self.post_norm(x)
+        if all_logits:
+            return hidden, self.full_logits(hidden)
         return (hidden, self.full_logits(hidden[:, -1])) if last_logits else hidden
 
     def draft_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -110,6 +116,7 @@ class FeatureDrafter:
 
     reads_features = True
     draft_per_token = True
+    tree_siblings = "distinct"   # under sampling: the draft's top-k candidates, or "independent" draws from q
 
     def __init__(self, draft: FeatureDraft, name: str = "feature draft") -> None:
         self.draft = draft
@@ -154,14 +161,12 @@ class FeatureDrafter:
     def outlook(self, ids: list[int]) -> DraftOutlook:
         return DraftOutlook(unseen=len(ids) - 1 - self.true_len)
 
-    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
-        # catch up: positions t = true_len … len(ids)-2, inputs (f_t, x_{t+1}), all from the target; more than
-        # CATCHUP_MIN of them (the prompt, or a stretch of K = 0 iterations) in a forward of their own
+    def _root(self, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """Catch up (positions t = true_len … len(ids)-2, inputs (f_t, x_{t+1}), all from the target; more than
+        CATCHUP_MIN of them, the prompt or a stretch of K = 0 iterations, in a forward of their own), then the
+        first draft step. Returns f̂ and the logits after the last token, the catch-up's ms (0: none) and when
+        the first step's clock started."""
         last = len(ids) - 1
-        if k <= 0:
-            return Proposal([], None)
-        if last < 1 or self.n_features < last:     # a one-token prompt: the target has read nothing yet
-            return Proposal([], None, stop="no target features to read yet")
         catchup_ms = 0.0
         if last - self.true_len > CATCHUP_MIN:
             t0 = now_ms(self.device)
@@ -171,6 +176,20 @@ class FeatureDrafter:
         t0 = now_ms(self.device)
         hidden, logits = self._step(ids[self.true_len + 1:last + 1], self.features[self.true_len:last], self.true_len)
         self.true_len = last
+        return hidden, logits, catchup_ms, t0
+
+    def _unready(self, ids: list[int]) -> str:
+        """Why no draft can be made yet ("" = it can)."""
+        last = len(ids) - 1
+        return "no target features to read yet" if last < 1 or self.n_features < last else ""
+
+    def propose(self, ids: list[int], k: int, policy: DraftPolicy) -> Proposal:
+        if k <= 0:
+            return Proposal([], None)
+        if why := self._unready(ids):      # a one-token prompt: the target has read nothing yet
+            return Proposal([], None, stop=why)
+        last = len(ids) - 1
+        hidden, logits, catchup_ms, t0 = self._root(ids)
 
         def step(i: int, prev_tok: torch.Tensor | None) -> torch.Tensor:
             nonlocal hidden, logits
@@ -180,12 +199,45 @@ class FeatureDrafter:
 
         return with_catchup(proposal_from_steps(step, k, policy, self.device, t0), catchup_ms)
 
+    @torch.inference_mode()
+    def propose_tree(self, ids: list[int], n_nodes: int, top_k: int, policy: DraftPolicy,
+                     max_depth: int) -> TreeProposal:
+        """An EAGLE-2 dynamic tree (``tree_build.grow_tree``): the first step gives the root's candidates, then
+        one forward per level over the nodes it expands, each reading its parent's f̂ and seeing the prefix
+        and its own ancestors. The tree's rows are dropped at the rollback (they hold the draft's guesses)."""
+        if n_nodes <= 0 or max_depth <= 0:
+            return TreeProposal([], [], "distinct", None)
+        if why := self._unready(ids):
+            return TreeProposal([], [], "distinct", None, stop=why)
+        root_hidden, root_logits, catchup_ms, t0 = self._root(ids)
+        first_ms = now_ms(self.device) - t0
+        fed = FedNodes(self.true_len)
+        hidden: dict[int, torch.Tensor] = {}
+        dtype = self.draft.lm_head.weight.dtype
+
+        def step(nodes: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
+            mask, pos = fed.feed(nodes, parents, dtype, self.device)
+            x = torch.tensor([[tokens[n] for n in nodes]], device=self.device)
+            feats = torch.stack([hidden[parents[n]] if parents[n] >= 0 else root_hidden for n in nodes])[None]
+            out, logits = self.draft(x, feats, pos, self.cache, attention_mask=mask, all_logits=True)
+            hidden.update((n, out[0, j]) for j, n in enumerate(nodes))
+            return logits[0]
+
+        prop, _ = grow_tree(root_logits, step, n_nodes, top_k, max_depth, policy, self.device, self.tree_siblings,
+                            first_ms)
+        return with_catchup(prop, catchup_ms)
+
     def rollback(self, valid_len: int) -> None:
         keep = min(self.true_len, valid_len)
         if self.cache is not None and self.cache.get_seq_length() > keep:
             self.cache.crop(keep - self.cache.get_seq_length())
         self.true_len = keep
         self.n_features = min(self.n_features, valid_len)
+
+    def rollback_tree(self, valid_len: int, path: list[int]) -> None:
+        """After a tree verify: as ``rollback`` (the tree's rows, all from the draft's own guesses, go; the
+        engine handed the accepted path's real features to ``observe_features`` in path order)."""
+        self.rollback(valid_len)
 
 
 def save_feature_draft(draft: FeatureDraft, folder: str, card: dict) -> list[str]:

@@ -221,14 +221,23 @@ class TimeSplit:
 def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
     """Per-position acceptance pooled over runs: accept[j-1] = mean alpha of the tested j-th drafts
     (alpha is a tested draft's acceptance probability: 0/1 in greedy mode); propose[j-1] = share of
-    iterations that asked for >= j drafts and got j-1 that also got a j-th."""
-    return iterations_profile([it for tr in traces for it in tr.iterations])
+    iterations that asked for >= j drafts and got j-1 that also got a j-th. Runs of token trees alone: the
+    trees' best children by depth (``tree_cost.branch_table``), what a chain of the draft's best guesses meets."""
+    iterations = [it for tr in traces for it in tr.iterations]
+    if iterations and all(it.tree is not None for it in iterations):
+        from .tree_cost import branch_table
+        table = branch_table(iterations)
+        depth = max((d for d, r in table if r == 1), default=0)
+        return AcceptanceProfile(tuple(table.get((d, 1), 0.0) for d in range(1, depth + 1)))
+    return iterations_profile(iterations)
 
 
 def iterations_profile(iterations: Sequence[IterationRecord],
                        fallback: AcceptanceProfile | None = None) -> AcceptanceProfile:
     """``acceptance_profile`` of some iterations; a position none of them tested takes ``fallback``'s value
-    (else the mean over the positions they tested)."""
+    (else the mean over the positions they tested). Chain iterations only: a tree iteration's drafts are its
+    accepted path (``tree_cost.branch_table`` reads trees)."""
+    iterations = [it for it in iterations if it.tree is None]
     acc: dict[int, list[float]] = {}
     asked: dict[int, int] = {}
     got: dict[int, int] = {}
@@ -254,12 +263,17 @@ def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def fed_tokens(it: IterationRecord) -> int:
+    """Tokens an iteration's verify fed the target: the last token and the drafts, or the tree's nodes."""
+    return (len(it.tree.nodes) if it.tree is not None else len(it.drafts)) + 1
+
+
 def run_verify_ms(traces: Sequence[Trace]) -> dict[int, list[float]]:
-    """Measured verify times grouped by tokens fed (drafts + 1)."""
+    """Measured verify times grouped by tokens fed (``fed_tokens``)."""
     out: dict[int, list[float]] = {}
     for tr in traces:
         for it in tr.iterations:
-            out.setdefault(len(it.drafts) + 1, []).append(it.verify_ms)
+            out.setdefault(fed_tokens(it), []).append(it.verify_ms)
     return out
 
 
@@ -313,7 +327,7 @@ def costs_from_traces(traces: Sequence[Trace], calibrated_verify: Sequence[float
     if not traces:
         raise ValueError("no run with iterations to read costs from")
     ngram = all(t.stats.draft_forwards == 0 for t in traces)
-    k_seen = max(len(it.drafts) for t in traces for it in t.iterations)
+    k_seen = max(fed_tokens(it) - 1 for t in traces for it in t.iterations)
     n_max = max(n_max or 0, k_seen + 1, len(calibrated_verify or ()))
     verify = merge_verify_curve(run_verify_ms(traces), calibrated_verify, n_max)
     draft = _mean([ms for t in traces for it in t.iterations for ms in it.draft_ms])
@@ -379,15 +393,24 @@ def predicted_split(trace: Trace, costs: Costs) -> TimeSplit:
     """The speculative run as the model prices it: the same K per iteration as the run, tokens from the
     acceptance profile of the run's iterations at that K (a K policy drafts deep where it expects drafts to
     land, so acceptance depends on K; a position never tested at that K takes the run's pooled value), each
-    part from ``costs`` (pass ``costs.flat()`` for a GPU-like verify)."""
-    pooled = acceptance_profile([trace])
+    part from ``costs`` (pass ``costs.flat()`` for a GPU-like verify). A tree iteration is priced as its tree:
+    its draft forwards, a verify over its nodes + 1, tokens from the run's acceptance by depth and sibling
+    rank (``tree_cost.tree_prediction``)."""
+    from .tree_cost import branch_table, tree_prediction
+    chains = [it for it in trace.iterations if it.tree is None]
+    pooled = iterations_profile(chains)
     by_k: dict[int, list[IterationRecord]] = {}
-    for it in trace.iterations:
+    for it in chains:
         by_k.setdefault(it.k, []).append(it)
     profiles = {k: iterations_profile(its, pooled) for k, its in by_k.items()}
+    table = branch_table(trace.iterations)
     draft = verify = 0.0
     tokens = 0.0
     for it in trace.iterations:
+        if it.tree is not None:
+            d, v, t = tree_prediction(it, costs, table)
+            draft, verify, tokens = draft + d, verify + v, tokens + t
+            continue
         profile = profiles[it.k]
         for l, p in enumerate(proposal_lengths(profile, it.k)):
             draft += p * costs.draft_cost(l, it.k)

@@ -51,21 +51,32 @@ against a wrong calibration, by its worst case.
   the one that prices the run (the 56 pairs of the eight CPU curves): bench prompts 8.8 %, copies 12.9 % on
   the worst pair (0.3 % on average).
 
+Token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``): each iteration the best chain above competes
+with trees of 2 … N nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of
+a(d, r), the acceptance of the r-th best child at depth d given its parent was reached, learnt from every
+verified tree, and with a tree iteration's own draft and host times; a tree only where it predicts
+``TREE_MARGIN`` = 5 % more tokens per second (measured on held-out prompts, trees taken at any predicted gain
+ran 0.93–1.01 × the chain on this CPU: smaller gains are within the model's error). Before any was tested the
+best child is priced as a chain's draft at that depth and the r-th at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what
+the best one misses (a prior not yet priced by replay as the rules above were).
+
 ``DECAY`` (0.9) is the memory of every running estimate (acceptance, draft, catch-up and overhead times), not
 a prior: a memory of the whole run instead moves the replayed acceptance figures by less than 0.5 %.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
 
 from ..config import SpecConfig
 from ..drafters.base import CATCHUP_MIN, DraftOutlook
-from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, finish_plan, iteration_ms,
+from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, fed_tokens, finish_plan, iteration_ms,
     tokens_distribution)
+from .tree_cost import best_tree_rate, branch_observations, tree_depth
 from ..trace import IterationRecord
 
 # What each is for and what it is worth: the table in the module docstring.
@@ -76,13 +87,26 @@ DECAY = 0.9            # weight of the past per new observation (a memory of abo
 SHAPE_WEIGHT = 5.0     # how many observations the calibration's shape is worth at each number of tokens fed
 EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
 FINISH_HORIZON = 3     # within this many iterations at the cap of a run's end, K is planned to finish soonest
+TREE_MARGIN = 0.05     # a tree is drafted only where it predicts this much more than the chain (model error)
+SIBLING_PRIOR = 0.3    # a tree: the share of what the best child misses that the second best is assumed to get
+                       # before any was tested (halved for each further rank)
 
 class KPolicy(Protocol):
     name: str
     calibration: dict | None        # the verify curve the policy used (recorded in the trace), if any
 
     def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]: ...  # K (<= max_k), why
+    # a run with token trees: (nodes, depth, why); nodes = 0: a chain of ``depth`` drafts, else a tree of that
+    # many nodes at most ``depth`` deep
+    def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
+                    outlook: DraftOutlook | None = None) -> tuple[int, int, str]: ...
     def observe(self, it: IterationRecord) -> None: ...
+
+
+def _fixed_tree(policy: KPolicy, max_k: int, n_nodes: int, outlook: DraftOutlook | None) -> tuple[int, int, str]:
+    """The fixed and heuristic policies' trees: always ``n_nodes`` nodes, as deep as their K."""
+    k, why = policy.choose(max_k, outlook)
+    return (n_nodes, k, f"tree of {n_nodes} nodes, depth <= {k} ({why})") if k > 0 else (0, 0, why)
 
 
 class FixedK:
@@ -96,6 +120,10 @@ class FixedK:
         if max_k < self.k:
             return max(0, max_k), f"fixed K = {self.k}, clipped to {max(0, max_k)}: {max(0, max_k) + 1} token(s) left"
         return self.k, f"fixed K = {self.k}"
+
+    def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
+                    outlook: DraftOutlook | None = None) -> tuple[int, int, str]:
+        return _fixed_tree(self, max_k, n_nodes, outlook)
 
     def observe(self, it: IterationRecord) -> None:
         pass
@@ -116,8 +144,14 @@ class HeuristicK:
             return max(0, max_k), f"{self.why}; clipped to {max(0, max_k)}: {max(0, max_k) + 1} token(s) left"
         return self.k_now, self.why
 
+    def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
+                    outlook: DraftOutlook | None = None) -> tuple[int, int, str]:
+        return _fixed_tree(self, max_k, n_nodes, outlook)
+
     def observe(self, it: IterationRecord) -> None:
-        n = len(it.drafts)
+        n = len(it.drafts)   # a tree's accepted path: "all accepted" = it reached the tree's deepest level
+        if it.tree is not None:
+            n = tree_depth([node.parent for node in it.tree.nodes])
         n_acc = sum(d.accepted for d in it.drafts)
         old = self.k_now
         if n_acc == n and n > 0:
@@ -181,10 +215,16 @@ class CostAwareK:
         self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
         self.catchup_ms = 0.0                     # a catch-up forward's cost per token fed (learnt)
         self.catchup_seen = False
+        self.branch: dict[int, _Decayed] = {}     # a tree's acceptance by sibling rank, then by depth
+        self.tree_draft_ms: float | None = None   # a tree's draft forward (one level) and host time per iteration,
+        self.tree_overhead_ms: float | None = None  # learnt from tree iterations (None: none yet)
+        self._chain: tuple[float | None, int] = (None, 0)   # the last choose(): its tok/s (None: a tree may not
+                                                            # compete, see choose_tree), the depth cap
 
     # -- the model of the next iteration --
-    def costs(self) -> Costs:
-        n = self.k_max + 1
+    def costs(self, n: int | None = None) -> Costs:
+        """The costs of the next iteration, the verify curve for 1 … n tokens fed (default: the cap's K + 1)."""
+        n = n or self.k_max + 1
         if self.cal:
             curve = [self.cal[min(i, len(self.cal) - 1)] * self.scale * self.shape.mean(i + 1, 1.0) for i in range(n)]
         elif self.seen:
@@ -209,11 +249,50 @@ class CostAwareK:
         return AcceptanceProfile(accept, propose)
 
     def iteration_ms(self, costs: Costs, prof: AcceptanceProfile, k: int) -> float:
-        """The next iteration's predicted ms at K = k: the cost model's, plus, for a model draft with more than
-        CATCHUP_MIN tokens unseen (its prompt, or after K = 0 iterations), the forward that catches it up."""
+        """The next iteration's predicted ms at K = k: the cost model's, plus the catch-up (``catchup_ms``)."""
+        return iteration_ms(costs, prof, k) + (self.catchup_price() if k > 0 else 0.0)
+
+    def catchup_price(self) -> float:
+        """For a model draft with more than CATCHUP_MIN tokens unseen (its prompt, or after K = 0 iterations):
+        the forward that catches it up before it drafts."""
         fed = (self.unseen or 0) - 1
-        catchup = max(self.draft_ms, self.catchup_ms * fed) if k > 0 and fed >= CATCHUP_MIN else 0.0
-        return iteration_ms(costs, prof, k) + catchup
+        return max(self.draft_ms, self.catchup_ms * fed) if fed >= CATCHUP_MIN else 0.0
+
+    def branch_accept(self, max_depth: int, top_k: int, outlook: DraftOutlook | None = None
+                      ) -> Callable[[int, int], float]:
+        """A tree's a(d, r): the running estimate of P(the rank-r child at depth d is accepted | its parent was
+        reached). Before any was tested, the best child is priced as a chain's draft at that depth, the r-th
+        at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what the best one misses."""
+        chain = self.profile(outlook).accept
+        table: dict[tuple[int, int], float] = {}
+        for d in range(1, max_depth + 1):
+            first = self.branch.setdefault(1, _Decayed()).mean(d, chain[min(d, len(chain)) - 1])
+            table[d, 1] = min(1.0, max(0.0, first))
+            for r in range(2, top_k + 1):
+                prior = (1.0 - table[d, 1]) * SIBLING_PRIOR * 0.5 ** (r - 2)
+                table[d, r] = min(1.0, max(0.0, self.branch.setdefault(r, _Decayed()).mean(d, prior)))
+        return lambda d, r: table.get((min(d, max_depth), r), 0.0)
+
+    def choose_tree(self, max_k: int, n_nodes: int, top_k: int,
+                    outlook: DraftOutlook | None = None) -> tuple[int, int, str]:
+        """A tree of 2 … ``n_nodes`` nodes when one predicts ``TREE_MARGIN`` more tokens per second than the chain
+        ``choose`` picks (near the run's end: the finish plan's K, at its steady rate), else that chain. A tree
+        is priced as the best tree of its size under ``branch_accept`` (``tree_cost``) with ``tree_costs``,
+        never deeper than the chain may go. Where no draft can pay, always the chain."""
+        k, why = self.choose(max_k, outlook)
+        chain_rate, cap = self._chain
+        if chain_rate is None or n_nodes < 2 or cap < 1:
+            return 0, k, why
+        costs = self.tree_costs(max(self.k_max, n_nodes) + 1)
+        accept = self.branch_accept(cap, top_k, outlook)
+        n, rate, tokens, ms = best_tree_rate(costs, accept, n_nodes, top_k, cap)
+        ms += self.catchup_price()
+        rate = 1000.0 * tokens / ms if ms > 0 else math.inf
+        if n and rate > chain_rate * (1 + TREE_MARGIN):
+            return n, cap, (f"cost: tree of {n} nodes, depth <= {cap}, predicts {rate:.1f} tok/s ({tokens:.2f} tokens "
+                            f"/ {ms:.0f} ms; best-child a1 = {accept(1, 1):.2f}, second a = {accept(1, 2):.2f}); "
+                            f"a chain: K = {k}, {chain_rate:.1f} tok/s")
+        return 0, k, why + (f"; a tree: at most {rate:.1f} tok/s ({n} nodes)" if n else "")
 
     def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]:
         left = max_k + 1                                        # tokens this run may still emit
@@ -225,6 +304,7 @@ class CostAwareK:
         cap = min(self.k_max, max(0, max_k))
         m = outlook.match_len if outlook is not None else None
         self.unseen = outlook.unseen if outlook is not None else None
+        self._chain = (None, cap)
         if cap == 0:
             return 0, ("cost: no drafts (the match's source ends the sequence next: the target's own token decides)"
                        if ends else "cost: no drafts (the last token is the target's own)")
@@ -266,6 +346,7 @@ class CostAwareK:
         why = (f"cost: {probe}K = {best} {plan}predicts {scored[best]:.1f} tok/s "
                f"({tokens[best]:.2f} tokens / {ms[best]:.0f} ms; "
                f"{match}a1 = {prof.a(1):.2f}")
+        self._chain = (None if probe.startswith("drafting cannot") else scored[best], cap)
         alt = [k for k in sorted(scored, key=lambda k: -scored[k]) if k != best][:1]
         if alt:
             why += f"; next best K = {alt[0]}: {scored[alt[0]]:.1f} tok/s"
@@ -279,14 +360,17 @@ class CostAwareK:
         return any(expected_tokens_profile(sure, k) / iteration_ms(costs, sure, k) > rate0 for k in range(1, cap + 1))
 
     def observe(self, it: IterationRecord) -> None:
-        for j, d in enumerate(it.drafts, 1):
-            if d.tested:
-                self.acc.add(j, d.alpha)
-        if not self.draft_per_token:
-            for j in range(1, it.k + 1):
-                if len(it.drafts) >= j - 1:
-                    self.prop.add(j, float(len(it.drafts) >= j))
-        n = len(it.drafts) + 1
+        for d, r, x in branch_observations(it):    # a tree: its children's fates by depth and sibling rank
+            self.branch.setdefault(r, _Decayed()).add(d, x)
+        if it.tree is None:
+            for j, d in enumerate(it.drafts, 1):
+                if d.tested:
+                    self.acc.add(j, d.alpha)
+            if not self.draft_per_token:
+                for j in range(1, it.k + 1):
+                    if len(it.drafts) >= j - 1:
+                        self.prop.add(j, float(len(it.drafts) >= j))
+        n = fed_tokens(it)
         if self.cal:
             ref = self.cal[min(n, len(self.cal)) - 1]
             if ref > 0 and not self.scale_seen:          # the run's level: the calibration may be minutes old
@@ -300,13 +384,32 @@ class CostAwareK:
             self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
             self.catchup_seen = True
         steps = it.draft_ms
-        if steps:
-            per = sum(steps) / len(steps) if self.draft_per_token else sum(steps)
+        per = (sum(steps) / len(steps) if self.draft_per_token else sum(steps)) if steps else None
+        if it.tree is not None:   # a tree's level forwards and host work, learnt apart from a chain's
+            self.tree_draft_ms = _decayed(self.tree_draft_ms, per)
+            self.tree_overhead_ms = _decayed(self.tree_overhead_ms, it.other_ms)
+            return
+        if per is not None:
             self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
             self.draft_seen = True
         self.overhead_ms = it.other_ms if not self.overhead_seen else (
             DECAY * self.overhead_ms + (1 - DECAY) * it.other_ms)
         self.overhead_seen = True
+
+    def tree_costs(self, n: int) -> Costs:
+        """The costs of a tree iteration: ``costs(n)`` with a tree's own draft forward (a level feeds several
+        nodes) and host time (its verification walks the tree) once a tree was verified, a chain's before."""
+        c = self.costs(n)
+        return replace(c, draft_ms=c.draft_ms if self.tree_draft_ms is None else self.tree_draft_ms,
+                       overhead_ms=c.overhead_ms if self.tree_overhead_ms is None else self.tree_overhead_ms)
+
+
+def _decayed(old: float | None, new: float | None) -> float | None:
+    """A running mean with memory ``DECAY``; the first value as it is; None leaves it."""
+    if new is None:
+        return old
+    return new if old is None else DECAY * old + (1 - DECAY) * new
+
 
 
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:
@@ -329,7 +432,7 @@ def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPo
     elif cfg.k_policy == "heuristic":
         pol = HeuristicK(cfg.k)
     else:
-        curve = _try_calibrate(target, cfg.k + 1)
+        curve = _try_calibrate(target, max(cfg.k, getattr(cfg, "tree_nodes", 0)) + 1)
         draft_model = getattr(drafter, "model", None)
         per_token = draft_model is not None or bool(getattr(drafter, "draft_per_token", False))
         draft_ms = None

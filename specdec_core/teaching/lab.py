@@ -13,6 +13,9 @@ Why runs ask for ``n_tokens + k`` new tokens: the engine clips K so that the bon
 run asked for one token would draft nothing. The first n tokens of a longer run are distributed as
 the target's first n tokens, so the prefix is what we test, after the first iteration really drafted.
 
+With ``tree_nodes`` > 0 each run drafts a token tree (where the drafter can) and the test covers the tree's
+verification rule too; the ``topk_ratio_rule`` bug verifies its top-k siblings with the p/q ratio instead.
+
 Injected bugs (``specdec_core.bugs``) go through the same engine call; ``bug_notes`` says, for each
 switch, whether it can bias this setup at all and why (dropping the bonus never does).
 Notation: p = target, q = draft.
@@ -31,7 +34,7 @@ import torch
 from scipy.stats import chisquare
 
 from ..bugs import NO_BUGS, InjectedBugs
-from ..config import SpecConfig
+from ..config import DEFAULT_TREE_TOP_K, SpecConfig
 from ..decoding.engine import stream_speculative
 from ..sampling import warp_logits
 
@@ -54,6 +57,8 @@ class LabSettings:
     n_runs: int = 2000          # independent runs (seeds seed .. seed + n_runs - 1)
     seed: int = 0
     support_cap: int = SUPPORT_CAP
+    tree_nodes: int = 0         # > 0: each iteration drafts a token tree of up to this many nodes, depth <= k
+    tree_top_k: int = DEFAULT_TREE_TOP_K   # a tree's most children per node
 
     def __post_init__(self) -> None:
         if self.n_tokens not in (1, 2):
@@ -62,12 +67,13 @@ class LabSettings:
             raise ValueError(f"the number of runs must be an integer between 1 and {MAX_RUNS}, got {self.n_runs!r}")
         if isinstance(self.support_cap, bool) or not isinstance(self.support_cap, int) or self.support_cap < 1:
             raise ValueError(f"support_cap must be a positive integer, got {self.support_cap!r}")
-        self.spec_config(0)   # validates k, temperature, top_k, top_p, seed with SpecConfig's messages
+        self.spec_config(0)   # validates k, temperature, top_k, top_p, seed, the tree with SpecConfig's messages
 
     def spec_config(self, i: int) -> SpecConfig:
         """The engine settings of run i: long enough that the first iteration drafts k tokens."""
         return SpecConfig(k=self.k, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                          max_new_tokens=self.n_tokens + self.k, seed=self.seed + i, full_trace=False)
+                          max_new_tokens=self.n_tokens + self.k, seed=self.seed + i, full_trace=False,
+                          tree_nodes=self.tree_nodes, tree_top_k=self.tree_top_k)
 
 
 @dataclass
@@ -110,8 +116,9 @@ class Outcomes:
     n_requested: int
     elapsed_s: float
     drafted_runs: int = 0              # runs whose first iteration drafted at least one token
-    tested: int = 0                    # first-iteration drafts that were tested
+    tested: int = 0                    # first-iteration drafts (or tree nodes) that were tested
     accepted: int = 0
+    tree_runs: int = 0                 # runs whose first iteration drafted a token tree
     resampled: int = 0                 # first iterations that ended with a token from the residual
     bonus: int = 0                     # first iterations that ended with a bonus token
 
@@ -228,8 +235,13 @@ def sample_outcomes(target: torch.nn.Module, draft: Any, ids: list[int], setting
         assert trace is not None and trace.iterations
         counts[tuple(trace.new_token_ids[:settings.n_tokens])] += 1
         first = trace.iterations[0]
-        out.drafted_runs += bool(first.drafts)
-        out.tested += sum(d.tested for d in first.drafts)
+        if first.tree is not None:
+            out.tree_runs += 1
+            out.drafted_runs += bool(first.tree.nodes)
+            out.tested += sum(n.status != "untested" for n in first.tree.nodes)
+        else:
+            out.drafted_runs += bool(first.drafts)
+            out.tested += sum(d.tested for d in first.drafts)
         out.accepted += sum(d.accepted for d in first.drafts)
         out.resampled += first.resampled is not None
         out.bonus += first.bonus is not None
@@ -340,7 +352,8 @@ def _plot_bins(exact: ExactDistribution, observed: np.ndarray, other_obs: int,
 
 # --- what each switch can do here ----------------------------------------------------------------
 
-def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int = 1, k: int = 1) -> list[str]:
+def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int = 1, k: int = 1,
+              tree_nodes: int = 0) -> list[str]:
     """For each injected bug that is on: can it bias this setup, and why (honest negatives included)."""
     if setup not in SETUPS:
         raise ValueError(f"unknown setup {setup!r}; expected one of {', '.join(SETUPS)}")
@@ -377,6 +390,8 @@ def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int 
             notes.append(f"Draft temperature mismatch: drafts are sampled at temperature {bugs.draft_temperature:g} "
                          f"but tested with q at {temperature:g}, so the q in the ratio is not the q the token came "
                          "from. Expect a bias.")
+    if bugs.topk_ratio_rule:
+        notes.append(_topk_ratio_note(setup, greedy, tree_nodes))
     if bugs.drop_bonus:
         notes.append("Drop the bonus token: wastes one token after every clean sweep, but the next token is then "
                      "drawn by an exact procedure (the next iteration), so the distribution stays exact. Expect "
@@ -386,6 +401,21 @@ def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int 
                          "tokens, so the counts equal the correct engine's. To exercise the switch, examine 2 tokens "
                          "with K = 1: after an accepted draft the second token then comes from the next iteration.")
     return notes
+
+
+def _topk_ratio_note(setup: str, greedy: bool, tree_nodes: int) -> str:
+    name = "The p/q ratio on top-k siblings"
+    if not tree_nodes:
+        return f"{name}: does not apply to a chain; it concerns the siblings of a token tree (set tree nodes > 0)."
+    if greedy:
+        return f"{name}: no effect in greedy mode, where the tree follows the target's argmax."
+    if setup == "ngram":
+        return (f"{name}: no effect with prompt lookup. Its siblings are point masses (q = 1 on the token), and "
+                "the ratio rule with point masses accepts a child with probability p of it and otherwise removes "
+                "it from p: that is exact. Expect \"no bias detected\".")
+    return (f"{name}: the tree's siblings are the draft's top candidates, chosen, not drawn from q, yet each is "
+            "accepted with min(1, p/q) and rejected into norm(max(0, p − q)) as if it had been drawn. The draft's "
+            "favourites are over-produced. Expect a bias.")
 
 
 def run_exactness(target: torch.nn.Module, draft: Any, ids: list[int], settings: LabSettings, setup: str,
@@ -400,7 +430,10 @@ def run_exactness(target: torch.nn.Module, draft: Any, ids: list[int], settings:
     outcomes = sample_outcomes(target, draft, ids, settings, tokenizer, bugs, on_progress, time_budget_s)
     label = label or outcome_labeler(tokenizer)
     comparison = compare(exact, outcomes, label)
-    notes = bug_notes(bugs, setup, settings.temperature, settings.n_tokens, settings.k)
+    notes = bug_notes(bugs, setup, settings.temperature, settings.n_tokens, settings.k, settings.tree_nodes)
+    if settings.tree_nodes and outcomes.tree_runs < outcomes.n_runs:
+        notes.insert(0, f"Tree nodes = {settings.tree_nodes}, but {outcomes.n_runs - outcomes.tree_runs:,} runs "
+                        "drafted a chain: this drafter drafts chains only, or the policy found no tree worth it.")
     if outcomes.drafted_runs == 0:
         notes.insert(0, "The drafter proposed nothing for this prompt, so no draft was ever tested: this run only "
                         "exercised the target's own sampling. Use a prompt that repeats itself (prompt lookup "

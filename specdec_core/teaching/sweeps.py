@@ -158,6 +158,8 @@ class KSweep:
     verify_ms: list[float] = field(default_factory=list)   # the t_verify(n) curve used, n = 1..K_max + 1
     hindsight_tokens_per_s: float | None = None   # greedy prompt lookup: the best K schedule in hindsight, priced
     hindsight_ks: list[int] = field(default_factory=list)  # … and its K per iteration (``hindsight``)
+    tree_runs: list[KRun] = field(default_factory=list)   # ``tree_top_k`` > 0: a token tree of N = K nodes per K
+                                                          # (depth <= K), the same node budget as the chain
 
     def theory_k(self) -> int | None:
         """K with the highest closed-form speedup for the measured alpha and c (ties: smallest)."""
@@ -176,25 +178,31 @@ def _check_k_values(k_values: Sequence[int]) -> list[int]:
 
 
 def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, k_values: Sequence[int],
-            tokenizer: Any = None, on_progress: Progress | None = None) -> KSweep:
+            tokenizer: Any = None, on_progress: Progress | None = None, tree_top_k: int = 0) -> KSweep:
     """The baseline and one speculative run per K (same prompt, settings and seed, fixed K), advanced in
     lockstep (``lockstep``: one step at a time, the run that has used the least time first) so that every
     run meets the machine's speed of the same moments: a drafter with ``fresh()`` (all of this project's)
     gives each run its own state; another drafter's runs go one after the other. ``on_progress`` counts
     tokens over all runs. The closed-form curve uses alpha pooled over the runs and c = draft forward time /
     baseline token time; the calibrated curve prices each K with the cost model of ``theory`` (see
-    ``calibrated_curves``)."""
+    ``calibrated_curves``). ``tree_top_k`` > 0 adds, for each K, a run drafting a token tree of N = K nodes
+    (at most ``tree_top_k`` children per node, depth <= K) in the same lockstep: chain vs tree at the same node
+    budget (``KSweep.tree_runs``; the pooled α, c and the curves stay the chains')."""
     ks = _check_k_values(k_values)
     models = [target] + ([draft] if isinstance(draft, torch.nn.Module) and draft is not target else [])
     warm_up(*models)
     drafter = as_drafter(draft, target)
     fresh = getattr(drafter, "fresh", None)
-    total = (len(ks) + 1) * cfg.max_new_tokens
+    total = (len(ks) * (2 if tree_top_k else 1) + 1) * cfg.max_new_tokens
     streams: dict[str, Iterator[Any]] = {"baseline": stream_baseline(target, ids, cfg, tokenizer)}
     for k in ks:
         run_cfg = SpecConfig(**{**cfg.to_dict(), "k": k, "full_trace": False, "k_policy": "fixed",
                                 "adaptive_k": False})
         streams[f"K={k}"] = stream_speculative(target, fresh() if fresh else drafter, ids, run_cfg, tokenizer)
+        if tree_top_k:
+            tree_cfg = SpecConfig(**{**run_cfg.to_dict(), "tree_nodes": k, "tree_top_k": tree_top_k})
+            streams[f"tree N={k}"] = stream_speculative(target, fresh() if fresh else drafter, ids, tree_cfg,
+                                                        tokenizer)
     groups = [streams] if fresh else [{name: stream} for name, stream in streams.items()]   # one state: in turn
     out: dict[str, Any] = {}
     for group in groups:
@@ -206,7 +214,7 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     traces: list[Trace] = [out[f"K={k}"] for k in ks]
     runs = [_k_run(k, t, base, cfg.greedy) for k, t in zip(ks, traces)]
     name = traces[-1].config.get("drafter", "")
-    alphas = [d.alpha for t in traces for it in t.iterations for d in it.drafts if d.tested]
+    alphas = [d.alpha for t in traces for it in t.iterations if it.tree is None for d in it.drafts if d.tested]
     alpha = sum(alphas) / len(alphas) if alphas else None
     token_ms = base.token_ms[1:] or base.token_ms
     base_ms = sum(token_ms) / len(token_ms) if token_ms else 0.0
@@ -216,6 +224,8 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
               for r in runs]
     best = max(runs, key=lambda r: (r.tokens_per_s, -r.k)).k
     sweep = KSweep(name, runs, base.tokens_per_s, base_ms, alpha, c, best, theory)
+    if tree_top_k:
+        sweep.tree_runs = [_k_run(k, out[f"tree N={k}"], base, cfg.greedy) for k in ks]
     costs = calibrated_curves(sweep, traces, base, target)
     if costs is not None and cfg.greedy:
         best_run = hindsight_tokens_per_s(drafter, ids, base.new_token_ids, max(ks), costs,
