@@ -210,7 +210,7 @@ def page_defaults() -> LiveSettings:
     return LiveSettings(pair=DEFAULT_PAIR, prompt=DEFAULT_PROMPT, k=rec.k, k_policy=rec.k_policy,
                         temperature=rec.temperature, top_k=rec.top_k, top_p=rec.top_p,
                         max_new_tokens=rec.max_new_tokens, seed=rec.seed, chat=True,
-                        confidence_stop=rec.confidence_stop)
+                        confidence_stop=rec.confidence_stop, tree_nodes=rec.tree_nodes, tree_top_k=rec.tree_top_k)
 
 
 # the query string the server wrote -> the whole link, shown and put on the clipboard (where the page may)
@@ -224,16 +224,18 @@ LINK_JS = """
 
 
 def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: Any, top_k: Any, top_p: Any,
-              max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any) -> str:
+              max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any, tree_nodes: Any = 0,
+              tree_top_k: Any = DEFAULT_TREE_TOP_K) -> str:
     """"copy link": the current settings as a query string (with run=1) that opens the Live tab with them and
     runs; a gr.Error when a setting is out of range or the link would not read back to the same settings."""
-    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop)
+    cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
+                      tree_top_k)
     if not isinstance(prompt, str) or not prompt.strip():
         raise page_error("The prompt is empty: type something before copying a link.")
     settings = LiveSettings(pair=str(pair_key), prompt=prompt, k=cfg.k, k_policy=cfg.k_policy,
                             temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                             max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, chat=bool(chat),
-                            confidence_stop=cfg.confidence_stop)
+                            confidence_stop=cfg.confidence_stop, tree_nodes=cfg.tree_nodes, tree_top_k=cfg.tree_top_k)
     query = live_query(settings)
     if len(query) > MAX_LINK_CHARS:
         raise page_error(f"These settings make a link of {len(query)} characters; links are kept under "
@@ -248,18 +250,18 @@ def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: An
 def settings_from_url(request: gr.Request | None) -> tuple:
     """On page load: the Live settings a link carries (``components/url_state.py``). Returns (current pair,
     pair selector, prompt, K, K policy, temperature, top-k, top-p, max new tokens, seed, chat template,
-    confidence stop, run at once, status); a refused link changes nothing, says why and runs nothing."""
+    confidence stop, tree nodes, tree top-k, run at once, status); a refused link changes nothing, says why and runs nothing."""
     skip = gr.skip()
     link = parse_live_query(getattr(request, "query_params", None) or {}, page_defaults())
     if link.problems:
         message = refusal_message(link.problems)
         page_warning(message)
-        return (*[skip] * 12, False, _status(message, "warn"))
+        return (*[skip] * 14, False, _status(message, "warn"))
     s = link.settings
     if s is None:
-        return (*[skip] * 12, False, skip)
+        return (*[skip] * 14, False, skip)
     return (s.pair, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed,
-            s.chat, s.confidence_stop, link.run,
+            s.chat, s.confidence_stop, s.tree_nodes, s.tree_top_k, link.run,
             _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."))
 
 
@@ -322,10 +324,10 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
                                    "that all its drafts so far will be accepted below this; that draft is still offered "
                                    "(0 = always K drafts; exact either way)",
                              elem_id="confidence-stop", scale=2)
-            tree_nodes = gr.Slider(0, UI_MAX_TREE_NODES, value=rec.tree_nodes, step=1, elem_id="tree-nodes",
+            tree_nodes = gr.Slider(0, UI_MAX_TREE_NODES, value=first.tree_nodes, step=1, elem_id="tree-nodes",
                                    label="tree nodes (0 = a chain; N = a token tree of up to N drafts, depth ≤ K, "
                                          "verified in one forward)", scale=1)
-            tree_top_k = gr.Slider(1, MAX_TREE_TOP_K, value=rec.tree_top_k, step=1, elem_id="tree-top-k",
+            tree_top_k = gr.Slider(1, MAX_TREE_TOP_K, value=first.tree_top_k, step=1, elem_id="tree-top-k",
                                    label="tree top-k (most children per node)", scale=1)
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
@@ -350,7 +352,8 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     runner = _runner(pool)
     run_btn.click(runner, inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
-    settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop]
+    settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop,
+                       tree_nodes, tree_top_k]
     link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values), visible=True), settings_inputs, [link_box],
                    show_progress="hidden").success(None, [link_box], [link_box], js=LINK_JS)
     if page is not None:

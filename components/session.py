@@ -72,10 +72,10 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
                                    _as_int("max new tokens", max_new_tokens), _as_int("seed", seed))
     nodes_, tree_top_k_ = _as_int("tree nodes", tree_nodes), _as_int("tree top-k", tree_top_k)
     if not 0 <= nodes_ <= UI_MAX_TREE_NODES:
-        raise gr.Error(f"tree nodes must be between 0 (a chain) and {UI_MAX_TREE_NODES} here, got {nodes_!r:.80}")
+        raise page_error(f"tree nodes must be between 0 (a chain) and {UI_MAX_TREE_NODES} here, got {nodes_!r:.80}")
     if not 1 <= tree_top_k_ <= MAX_TREE_TOP_K:
-        raise gr.Error(f"tree top-k (children per node) must be between 1 and {MAX_TREE_TOP_K}, "
-                       f"got {tree_top_k_!r:.80}")
+        raise page_error(f"tree top-k (children per node) must be between 1 and {MAX_TREE_TOP_K}, "
+                         f"got {tree_top_k_!r:.80}")
     if not 1 <= k_ <= min(UI_MAX_K, MAX_K):
         raise page_error(f"K must be between 1 and {UI_MAX_K}, got {k_!r:.80}")
     if not 1 <= max_new_ <= UI_MAX_NEW_TOKENS:

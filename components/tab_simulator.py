@@ -26,7 +26,7 @@ from .figures import FIGURE_IDS, instructive_index
 from .lab_figures import agreement_figure, toy_step_figure
 from .messages import page_error
 from .tab_helpers import as_float, as_int, check_prompt, reporter
-from .viewer import build_viewer, parse_state, render_iteration, render_trace, target_index
+from .viewer import N_TREE_OUTPUTS, build_viewer, parse_state, render_iteration, render_trace, target_index
 
 # --- simulator ------------------------------------------------------------------------------------
 SIM_MAX_NEW = 200
@@ -105,7 +105,7 @@ def simulator_on_open(trace_dict: dict | None, *settings: Any) -> Iterator[tuple
     if trace_dict is None:
         yield from run_simulator(*settings)
     else:
-        yield (gr.skip(),) * (len(FIGURE_IDS) + 7)
+        yield (gr.skip(),) * (len(FIGURE_IDS) + 7 + N_TREE_OUTPUTS)
 
 
 def step_simulator(trace_dict: dict | None, value: float | None, delta: int) -> tuple:

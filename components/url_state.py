@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from specdec_core import SpecConfig
-from specdec_core.config import K_POLICIES
+from specdec_core.config import DEFAULT_TREE_TOP_K, K_POLICIES, MAX_TREE_TOP_K
 
 from .pairs import pair_keys
-from .session import MAX_PROMPT_CHARS, UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS
+from .session import MAX_PROMPT_CHARS, UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, UI_MAX_TREE_NODES
 
 TEMPERATURE_MAX, TEMPERATURE_STEP = 2.0, 0.05     # the Live tab's sliders: range and step
 TOP_P_MIN, TOP_P_STEP = 0.05, 0.01
@@ -49,6 +49,8 @@ class LiveSettings:
     seed: int
     chat: bool
     confidence_stop: float
+    tree_nodes: int = 0                     # 0 = a chain
+    tree_top_k: int = DEFAULT_TREE_TOP_K
 
 
 LIVE_PARAMS = tuple(f.name for f in fields(LiveSettings))
@@ -130,6 +132,8 @@ PARSERS = {
     "seed": lambda raw: _int("seed", raw, 0, MAX_SEED),
     "chat": lambda raw: _bool("chat", raw),
     "confidence_stop": lambda raw: _decimal("confidence_stop", raw, 0.0, UI_MAX_CONFIDENCE_STOP, CONFIDENCE_STEP),
+    "tree_nodes": lambda raw: _int("tree_nodes", raw, 0, UI_MAX_TREE_NODES),
+    "tree_top_k": lambda raw: _int("tree_top_k", raw, 1, MAX_TREE_TOP_K),
 }
 
 
@@ -180,7 +184,8 @@ def spec_config(settings: LiveSettings) -> SpecConfig:
     """The run settings a link stands for (``SpecConfig``'s own checks: a ValueError naming the setting)."""
     return SpecConfig(k=settings.k, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, k_policy=settings.k_policy,
-                      confidence_stop=settings.confidence_stop)
+                      confidence_stop=settings.confidence_stop, tree_nodes=settings.tree_nodes,
+                      tree_top_k=settings.tree_top_k)
 
 
 def _text(value: Any) -> str:

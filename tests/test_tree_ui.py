@@ -12,10 +12,10 @@ import pytest
 from components import palette as pal
 from components.anatomy import anatomy_figure
 from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
-from components.figures import positions_figure
+from components.figures import instructive_index, positions_figure
 from components.lab_figures import ksweep_figure
 from components.measures import outcome, position_counts, running_acceptance
-from components.replay import load_example, opening_index
+from components.replay import load_example
 from components.session import make_config
 from components.tokens import tokens_html
 from components.tab_ksweep import ksweep_md, ksweep_table
@@ -294,7 +294,7 @@ def test_the_tree_example_loads_and_every_iteration_draws():
 
 def test_replay_opens_a_tree_trace_on_a_tree_with_a_path():
     trace = load_example("token_tree_t07.json")
-    i = opening_index(trace)
+    i = instructive_index(trace)
     assert len(trace.iterations[i].tree.path) >= 2
     assert all(it.tree is None or len(it.tree.path) < 2 for it in trace.iterations[:i])
 

@@ -103,28 +103,29 @@ def test_a_refused_link_warns_with_the_values_escaped_and_runs_nothing(monkeypat
     monkeypatch.setattr(gr, "Warning", lambda message, *a, **kw: shown.append(message))
     out = settings_from_url(SimpleNamespace(query_params={"k": ['<img src="x">'], "pair": ["<b>x</b>"],
                                                           "run": ["1"]}))
-    assert len(out) == 14 and out[12] is False
-    assert all(isinstance(v, type(gr.skip())) for v in out[:12])
+    assert len(out) == 16 and out[14] is False
+    assert all(isinstance(v, type(gr.skip())) for v in out[:14])
     assert len(shown) == 1 and "&lt;img src=\"x\"&gt;" in shown[0] and "<img" not in shown[0]
     assert "&lt;b&gt;x&lt;/b&gt;" in shown[0] and "not applied" in shown[0]
     assert refusal_message(["a", "b"]).endswith("a; b.")
 
 
 def test_settings_from_url_fills_every_control_and_asks_for_the_run():
-    query = live_query(replace(page_defaults(), pair=PAIR_NGRAM, k=5, seed=9, temperature=0.5))
+    query = live_query(replace(page_defaults(), pair=PAIR_NGRAM, k=5, seed=9, temperature=0.5, tree_nodes=6,
+                               tree_top_k=3))
     out = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert out[:12] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
+    assert out[:14] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
                         page_defaults().top_k, page_defaults().top_p, page_defaults().max_new_tokens, 9, True,
-                        page_defaults().confidence_stop)
-    assert out[12] is True and "running" in out[13]
+                        page_defaults().confidence_stop, 6, 3)
+    assert out[14] is True and "running" in out[15]
     plain = settings_from_url(SimpleNamespace(query_params={}))
-    assert plain[12] is False and all(isinstance(v, type(gr.skip())) for v in plain[:12] + plain[13:])
-    assert settings_from_url(None)[12] is False
+    assert plain[14] is False and all(isinstance(v, type(gr.skip())) for v in plain[:14] + plain[15:])
+    assert settings_from_url(None)[14] is False
 
 
 def _page_values(s: LiveSettings) -> tuple:
     return (s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed, s.chat,
-            s.confidence_stop)
+            s.confidence_stop, s.tree_nodes, s.tree_top_k)
 
 
 def test_copy_link_writes_the_current_settings_and_refuses_what_a_link_cannot_carry():
@@ -155,7 +156,7 @@ class _Pool:
 
 
 def _final_trace(frames) -> Trace:
-    return Trace.from_dict(list(frames)[-1][11])
+    return Trace.from_dict(list(frames)[-1][-3])
 
 
 def _same_run(a: Trace, b: Trace) -> None:
@@ -172,7 +173,7 @@ def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundle
                       k=4, k_policy="fixed", temperature=0.9, top_p=0.95, max_new_tokens=12, seed=7)
     query = copy_link(*_page_values(by_hand))
     values = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert values[12] is True                              # run=1
+    assert values[14] is True                              # run=1
     pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop = values[:12]
     from_link = _final_trace(run_live(pool, pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
                                       chat, None, confidence_stop=stop))
