@@ -58,8 +58,9 @@ def _trace(temperature: float = 1.0, same_baseline: bool = True) -> Trace:
 
 # --- the chapters -----------------------------------------------------------------------------------------
 
-def test_eight_to_ten_short_chapters_each_with_a_guess_in_range():
-    assert 8 <= N == len(CHAPTERS) <= 10
+def test_eleven_short_chapters_each_with_a_guess_in_range():
+    assert N == len(CHAPTERS) == 11
+    assert [c.slug for c in CHAPTERS].index("trees") == [c.slug for c in CHAPTERS].index("k") + 1
     assert len({c.slug for c in CHAPTERS}) == N
     for c in CHAPTERS:
         assert words(c.text) <= 150, c.slug
@@ -233,6 +234,46 @@ def test_draft_and_k_answers_name_the_measured_winner():
     a = rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 11.0)], 8.0, [10.0, 10.0, 11.0, 14.0])
     assert "best K = 2" in a and "right" in a and "×1.50" in a
     assert "best K = 3" in rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 13.0)], 8.0, [])
+
+
+def test_tree_answer_compares_tokens_per_iteration_and_names_the_rule():
+    chain = _trace(0.7)                                   # 3.5 tokens per iteration, verify 10 ms
+    tree = copy.deepcopy(chain)
+    tree.config["tree_nodes"] = 8
+    tree.iterations[0].emitted = [11, 12, 21, 40, 41]     # 4.5 tokens per iteration, verify 25 ms
+    for it in tree.iterations:
+        it.verify_ms = 25.0
+        it.tree = SimpleNamespace(rule="target_draw")
+    assert rv.tokens_per_iteration(tree) == 4.5 and rv.mean_verify_ms(tree) == 25.0
+    a = rv.reveal_tree_gain(1.0, chain, tree)
+    assert "+1.00 (4.50 vs 3.50)" in a and "right" in a and "over 9 tokens" in a and "25 ms" in a and "y ~ p" in a
+    # with the chain's verify (10 ms, not 25, in each of 2 iterations) the tree's 60 ms become 30 ms for its 7 tokens
+    assert f"{7 / 0.03:.1f} tokens/s" in a
+    tree.iterations[0].emitted = [11]
+    for it in tree.iterations:
+        it.tree.rule = "greedy"
+    b = rv.reveal_tree_gain(1.0, chain, tree)
+    assert "-1.00 (2.50 vs 3.50)" in b and "not this time" in b and "did not pay off" in b and "argmax p" in b
+    for it in tree.iterations:
+        it.tree = None
+    with pytest.raises(ValueError, match="no tree"):
+        rv.reveal_tree_gain(1.0, chain, tree)
+
+
+def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):
+    from components.learn import practice
+    monkeypatch.setattr(practice, "predict_speedup", lambda trace, flat=False: 1.8)
+    t = _trace()
+    t.config.update(target_weights=134_515_008, target_layers=30, draft_weights=3_000_000, draft_layers=1)
+    answer, fig, _ = reveal_chapter(None, [c.slug for c in CHAPTERS].index("pays") + 1, 1.5, {"trace": t})
+    assert "×1.80" in answer and "on other hardware" in fig.layout.title.text
+    assert fig.data[0].y[0] == pytest.approx((7 / 0.06) / (7 / 0.09))        # the measured bar, then the devices
+    priced = fig.data[1]
+    assert len(priced.x) >= 3 and len(set(priced.y)) >= 2 and all(y > 0 for y in priced.y)
+    no_base = _trace()
+    no_base.baseline = None
+    with pytest.raises(gr.Error, match="baseline.*press Run again"):
+        reveal_chapter(None, [c.slug for c in CHAPTERS].index("pays") + 1, 1.5, {"trace": no_base})
 
 
 def test_costly_draft_answer_uses_the_measured_speedup_and_c():

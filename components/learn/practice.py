@@ -1,6 +1,6 @@
-"""Learn, chapters 6–10: practice. What temperature does to acceptance, when speculation pays (α, c, K and
-the verify's cost), choosing a draft, choosing K, and the pitfalls (a draft as costly as the target; a
-mismatched tokenizer or temperature).
+"""Learn, chapters 6–11: practice. What temperature does to acceptance, when speculation pays (α, c, K, the
+verify's cost, the same run priced on other hardware), choosing a draft, choosing K, token trees (``trees``),
+and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
 """
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ from typing import Any
 from specdec_core import Trace
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 from specdec_core.policy.costmodel import predict_speedup
+from specdec_core.policy.roofline import gpu_name
 
 from ..cost_figures import forward_cost_figure
 from ..figures import outcomes_figure, positions_figure, race_figure, theory_figure
 from ..lab_figures import acceptance_by_temperature_figure, compare_figure, ksweep_figure
 from ..pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, Pool
+from ..whatif import whatif_figure, whatif_rows
 from . import reveal as rv
 from .basics import later, note, run_summary
 from .book import Chapter, Guess, Step
 from .runs import FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k, trace_run, verify_curve
+from .trees import TREES
 
 POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
 CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
@@ -77,7 +80,7 @@ def run_pays(pool: Pool, setting: Any = None) -> Step:
 
 def reveal_pays(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
     trace = need(memo, "trace")
-    return Step([race_figure(trace), theory_figure(trace, k_max=K_MAX)],
+    return Step([whatif_figure(trace, whatif_rows(trace, gpu_name())), theory_figure(trace, k_max=K_MAX)],
                 answer=rv.reveal_speedup(float(guess), trace, predict_speedup(trace, flat=True)))
 
 
@@ -89,7 +92,7 @@ PAYS = Chapter(
     "*if* a verify costs one target forward. Below the break-even α, speculation loses.\n\n"
     "**Run** writes a short poem with the trained draft (K = 4), then the baseline does; the note gives the run's α̂ and ĉ, "
     "the chart acceptance at each draft position. Guess the measured speedup. Reveal sets it against the closed "
-    "form, this CPU's calibrated cost model and a flat, GPU-like verify.",
+    "form and this CPU's cost model, and prices the same run on other hardware.",
     Guess("the measured speedup over the baseline (×)?", 1.0, 0.25, 3.0, 0.05),
     run_pays, reveal_pays)
 
@@ -179,6 +182,6 @@ PITFALLS = Chapter(
     run_costly, reveal_costly)
 
 
-CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, PITFALLS)
+CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, PITFALLS)
 
 __all__ = ["CHAPTERS", "TEMPERATURE", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]

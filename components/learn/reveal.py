@@ -242,6 +242,52 @@ def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
     return answer_html(guess, f"×{s:.2f} ({verdict})", why, None if verdict == "about even" else guess == verdict)
 
 
+# --- token trees --------------------------------------------------------------------------------
+
+TREE_RULES = {
+    "greedy": "in greedy decoding the walk follows the child that is argmax p, and emits argmax p where none is",
+    "target_draw": ("its siblings are the draft's top candidates, chosen, not drawn from q, so the ratio test would "
+                    "bias them: the target draws y ~ p and descends into the child equal to y, else emits y"),
+    "recursive_rejection": ("its siblings were drawn from q, so they are tried in order with u < min(1, p/q), p "
+                            "becoming norm(max(0, p − q)) after each rejection"),
+}
+
+
+def tokens_per_iteration(trace: Trace) -> float:
+    """Tokens emitted per iteration (accepted drafts and the one token every iteration adds)."""
+    if not trace.iterations:
+        raise ValueError("the run has no iterations")
+    return sum(len(it.emitted) for it in trace.iterations) / len(trace.iterations)
+
+
+def mean_verify_ms(trace: Trace) -> float:
+    return sum(it.verify_ms for it in trace.iterations) / max(len(trace.iterations), 1)
+
+
+def reveal_tree_gain(guess: float, chain: Trace, tree: Trace) -> str:
+    """How many more tokens per iteration the tree run gave than the chain run, what its verify cost, and the
+    rule that kept it exact; the tree's speed with the chain's verify cost stands for a flat, GPU-like verify."""
+    rules = [it.tree.rule for it in tree.iterations if it.tree is not None]
+    if not rules:
+        raise ValueError("the tree run verified no tree")
+    c, t = tokens_per_iteration(chain), tokens_per_iteration(tree)
+    gain = t - c
+    k, n = int(chain.config.get("k", 1)), int(tree.config.get("tree_nodes", 0))
+    cv, tv = mean_verify_ms(chain), mean_verify_ms(tree)
+    flat_ms = tree.stats.wall_ms - tv * len(tree.iterations) + cv * len(tree.iterations)
+    flat = f"{len(tree.new_token_ids) / flat_ms * 1000:.1f}" if flat_ms > 0 else "–"
+    more = ("so the target's choice was more often among them" if gain > 0 else
+            "but they took nodes the chain spent on depth, and did not pay off here")
+    why = (f"the chain's {k} drafts stand in a row; the tree's {n} nodes branch where the draft is unsure, {more}. "
+           f"The verify, one forward over {n + 1} tokens with the tree mask, took {tv:.0f} ms per iteration against "
+           f"{cv:.0f} ms for the chain's {k + 1}: the tree ran at {tree.stats.tokens_per_s:.1f} tokens/s, the chain "
+           f"at {chain.stats.tokens_per_s:.1f}. With a verify as cheap as the chain's (nearly so on a GPU), the tree "
+           f"would have run at {flat} tokens/s. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
+    return answer_html(f"{guess:+.2f} tokens per iteration", f"{gain:+.2f} ({t:.2f} vs {c:.2f})", why,
+                       close(guess, gain, 0.0, 0.3))
+
+
 __all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
            "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
-           "reveal_best_k", "reveal_costly_draft", "shown"]
+           "reveal_best_k", "reveal_costly_draft", "shown", "tokens_per_iteration", "mean_verify_ms",
+           "reveal_tree_gain"]

@@ -36,9 +36,10 @@ TOKEN_ONLY = "the token-only draft"
 FEATURE = "the feature-reading draft"
 
 
-def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0) -> SpecConfig:
-    """A chapter's settings, checked like the Live tab's (fixed K, no top-k / top-p, no confidence stop)."""
-    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW), seed, "fixed", 0.0)
+def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0, tree_nodes: int = 0) -> SpecConfig:
+    """A chapter's settings, checked like the Live tab's (fixed K, no top-k / top-p, no confidence stop;
+    ``tree_nodes`` > 0: a token tree of that many nodes, depth <= K, the default children per node)."""
+    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW), seed, "fixed", 0.0, tree_nodes)
 
 
 def trace_run(pool: Pool, pair: str, prompt: str, cfg: SpecConfig, baseline: bool) -> Trace:

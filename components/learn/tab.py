@@ -96,7 +96,10 @@ def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any 
         guess = ch.guess.check(guess)
     except ValueError as e:
         raise page_error(f"Chapter “{ch.title}”: {e}") from None
-    s = ch.reveal(pool, guess, memo, _setting(ch, setting) if ch.setting and ch.setting.at_reveal else None)
+    try:
+        s = ch.reveal(pool, guess, memo, _setting(ch, setting) if ch.setting and ch.setting.at_reveal else None)
+    except ValueError as e:       # the run lacks what the answer needs (e.g. a baseline dropped at the time limit)
+        raise page_error(f"Chapter “{ch.title}”: {e}; press Run again.") from None
     return (s.answer, *_figures(s))
 
 
