@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 N = len(CHAPTERS)
+SHOWN_AFTER_REVEAL = {"trees": ("Token tree of iteration", "Attention mask of iteration"),    # figure titles
+                      "pays": ("on other hardware",)}
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +91,9 @@ def test_every_chapter_from_a_fresh_page(chromium, app_server):
             learn_run(pg)
             answer = _guess_and_reveal(pg, n)
             assert "Your guess:" in answer and "Why:" in answer, (n, answer)
+            titles = " | ".join(pg.evaluate(f"() => {LEARN_PLOTS_JS}.map(d => d.layout.title.text)"))
+            for part in SHOWN_AFTER_REVEAL.get(CHAPTERS[n - 1].slug, ()):
+                assert part in titles, (n, titles)
             if n < N:
                 pg.click("#learn-next")
         pg.click("#learn-next")                       # at the last chapter Next stays there

@@ -236,28 +236,34 @@ def test_draft_and_k_answers_name_the_measured_winner():
     assert "best K = 3" in rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 13.0)], 8.0, [])
 
 
-def test_tree_answer_compares_tokens_per_iteration_and_names_the_rule():
-    chain = _trace(0.7)                                   # 3.5 tokens per iteration, verify 10 ms
+def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_the_rule():
+    chain = _trace(0.7)                                   # 3.5 tokens per iteration, verify 10 ms, 7 ms else
     tree = copy.deepcopy(chain)
     tree.config["tree_nodes"] = 8
     tree.iterations[0].emitted = [11, 12, 21, 40, 41]     # 4.5 tokens per iteration, verify 25 ms
     for it in tree.iterations:
         it.verify_ms = 25.0
         it.tree = SimpleNamespace(rule="target_draw")
+    curve = [10.0, 10.0, 11.0, 12.0, 12.0, 14.0, 16.0, 18.0, 20.0]     # a forward over 1 … 9 tokens
     assert rv.tokens_per_iteration(tree) == 4.5 and rv.mean_verify_ms(tree) == 25.0
-    a = rv.reveal_tree_gain(1.0, chain, tree)
-    assert "+1.00 (4.50 vs 3.50)" in a and "right" in a and "over 9 tokens" in a and "25 ms" in a and "y ~ p" in a
-    # with the chain's verify (10 ms, not 25, in each of 2 iterations) the tree's 60 ms become 30 ms for its 7 tokens
-    assert f"{7 / 0.03:.1f} tokens/s" in a
+    # flat: the tree's verify is 2 × t(1) (12.5 ms), the chain's 1.2 × (8.33 ms); 7 ms of drafting and overhead
+    flat = (4.5 / (1 + 7 / 12.5)) / (3.5 / (1 + 7 / (10 / 1.2)))
+    a = rv.reveal_tree_gain(1.0, chain, tree, curve)
+    assert "+1.00 (4.50 vs 3.50)" in a and "right" in a and "y ~ p" in a
+    assert "over 9 tokens, costs 1.67 × the chain&#x27;s over 4" in a and f"×{flat:.2f} as fast" in a
     tree.iterations[0].emitted = [11]
+    tree.config["tree_nodes"] = 3
     for it in tree.iterations:
         it.tree.rule = "greedy"
-    b = rv.reveal_tree_gain(1.0, chain, tree)
+    b = rv.reveal_tree_gain(1.0, chain, tree, curve)
     assert "-1.00 (2.50 vs 3.50)" in b and "not this time" in b and "did not pay off" in b and "argmax p" in b
+    assert "over 4 tokens, as the chain" in b
+    with pytest.raises(ValueError, match="measured up to 4"):
+        rv.reveal_tree_gain(1.0, chain, tree, curve[:3])
     for it in tree.iterations:
         it.tree = None
     with pytest.raises(ValueError, match="no tree"):
-        rv.reveal_tree_gain(1.0, chain, tree)
+        rv.reveal_tree_gain(1.0, chain, tree, curve)
 
 
 def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):

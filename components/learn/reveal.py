@@ -264,30 +264,41 @@ def mean_verify_ms(trace: Trace) -> float:
     return sum(it.verify_ms for it in trace.iterations) / max(len(trace.iterations), 1)
 
 
-def reveal_tree_gain(guess: float, chain: Trace, tree: Trace) -> str:
-    """How many more tokens per iteration the tree run gave than the chain run, what its verify cost, and the
-    rule that kept it exact; the tree's speed with the chain's verify cost stands for a flat, GPU-like verify."""
+def flat_iteration_cost(trace: Trace, verify_ratio: float) -> float:
+    """A run's mean iteration in one-token forwards if its verify cost one (a flat, GPU-like verify): its drafting
+    and overhead over its own verify time ÷ ``verify_ratio`` (t(n)/t(1) of its verify), plus that one forward."""
+    one = mean_verify_ms(trace) / verify_ratio
+    rest = sum(sum(it.draft_ms) + it.other_ms for it in trace.iterations) / max(len(trace.iterations), 1)
+    return 1 + rest / one if one > 0 else float("nan")
+
+
+def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequence[float]) -> str:
+    """How many more tokens per iteration the tree run gave than the chain run, what its verify costs here
+    (``verify_ms``: a forward over 1, 2, … tokens, measured with the runs), what a flat verify would make of the
+    two runs, and the rule that kept the tree exact."""
     rules = [it.tree.rule for it in tree.iterations if it.tree is not None]
     if not rules:
         raise ValueError("the tree run verified no tree")
     c, t = tokens_per_iteration(chain), tokens_per_iteration(tree)
     gain = t - c
     k, n = int(chain.config.get("k", 1)), int(tree.config.get("tree_nodes", 0))
-    cv, tv = mean_verify_ms(chain), mean_verify_ms(tree)
-    flat_ms = tree.stats.wall_ms - tv * len(tree.iterations) + cv * len(tree.iterations)
-    flat = f"{len(tree.new_token_ids) / flat_ms * 1000:.1f}" if flat_ms > 0 else "–"
+    if len(verify_ms) <= max(n, k) or verify_ms[0] <= 0:
+        raise ValueError(f"need a forward's cost measured up to {max(n, k) + 1} tokens")
+    flat = (t / flat_iteration_cost(tree, verify_ms[n] / verify_ms[0])) / \
+        (c / flat_iteration_cost(chain, verify_ms[k] / verify_ms[0]))
     more = ("so the target's choice was more often among them" if gain > 0 else
             "but they took nodes the chain spent on depth, and did not pay off here")
-    why = (f"the chain's {k} drafts stand in a row; the tree's {n} nodes branch where the draft is unsure, {more}. "
-           f"The verify, one forward over {n + 1} tokens with the tree mask, took {tv:.0f} ms per iteration against "
-           f"{cv:.0f} ms for the chain's {k + 1}: the tree ran at {tree.stats.tokens_per_s:.1f} tokens/s, the chain "
-           f"at {chain.stats.tokens_per_s:.1f}. With a verify as cheap as the chain's (nearly so on a GPU), the tree "
-           f"would have run at {flat} tokens/s. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
+    verify = (f"its verify is a forward over {n + 1} tokens, as the chain's" if n == k else
+              f"its verify, a forward over {n + 1} tokens, costs {verify_ms[n] / verify_ms[k]:.2f} × the chain's over "
+              f"{k + 1} here ({verify_ms[n]:.0f} vs {verify_ms[k]:.0f} ms, measured with the runs)")
+    why = (f"the chain's {k} drafts stand in a row; the tree's {n} nodes branch where the draft is unsure, {more}; "
+           f"{verify}. Measured, the tree ran at {tree.stats.tokens_per_s:.1f} tokens/s, the chain at "
+           f"{chain.stats.tokens_per_s:.1f}. With a flat verify (a GPU's, nearly) the same runs would make the tree "
+           f"×{flat:.2f} as fast as the chain. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
     return answer_html(f"{guess:+.2f} tokens per iteration", f"{gain:+.2f} ({t:.2f} vs {c:.2f})", why,
                        close(guess, gain, 0.0, 0.3))
-
 
 __all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
            "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
            "reveal_best_k", "reveal_costly_draft", "shown", "tokens_per_iteration", "mean_verify_ms",
-           "reveal_tree_gain"]
+           "flat_iteration_cost", "reveal_tree_gain"]

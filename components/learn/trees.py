@@ -1,6 +1,7 @@
 """Learn, the token-tree chapter: several candidates per step. The same prompt drafted as a chain of K and as a
 tree of N nodes (depth <= K), the tree and its verify's attention mask shown with the app's own figures, and the
-answer (tokens per iteration, the verify's cost, the rule that keeps it exact) from those two runs.
+answer (tokens per iteration, the verify's cost, the rule that keeps it exact) from those two runs and this device's
+forward over 1 … N + 1 tokens, timed with them.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..tree_figures import tree_figure, tree_mask_figure
 from . import reveal as rv
 from .basics import note, pick, run_summary
 from .book import Chapter, Guess, Setting, Step
-from .runs import config, need, trace_run
+from .runs import config, need, trace_run, verify_curve
 
 K = 4
 TEMPERATURE = 0.7
@@ -23,16 +24,18 @@ def run_trees(pool: Pool, setting: Any = K) -> Step:
     nodes = K if setting is None else int(setting)
     chain = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32), baseline=False)
     tree = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32, tree_nodes=nodes), baseline=False)
+    verify_ms = verify_curve(pool, nodes + 1)
     i = pick(tree)
     return Step([tree_figure(tree, i), tree_mask_figure(tree, i)],
                 note("The chain: " + html.escape(run_summary(chain)),
                      html.escape(f"The tree: up to {nodes} nodes per iteration, depth ≤ {K}. Shown: iteration {i + 1}'s "
                                  "tree (hover a node for its q, p and test) and the mask of its verify.")),
-                memo={"chain": chain, "tree": tree})
+                memo={"chain": chain, "tree": tree, "verify_ms": verify_ms})
 
 
 def reveal_trees(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
-    return Step([None, None], answer=rv.reveal_tree_gain(float(guess), need(memo, "chain"), need(memo, "tree")))
+    answer = rv.reveal_tree_gain(float(guess), need(memo, "chain"), need(memo, "tree"), need(memo, "verify_ms"))
+    return Step([None, None], answer=answer)
 
 
 TREES = Chapter(
