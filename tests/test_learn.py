@@ -251,6 +251,7 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
     a = rv.reveal_tree_gain(1.0, chain, tree, curve)
     assert "+1.00 (4.50 vs 3.50)" in a and "right" in a and "y ~ p" in a
     assert "over 9 tokens, costs 1.67 × the chain&#x27;s over 4" in a and f"×{flat:.2f} as fast" in a
+    assert "the chain at 116.7 (×1.00)" in a            # the fixture's tokens/s, the same for both
     tree.iterations[0].emitted = [11]
     tree.config["tree_nodes"] = 3
     for it in tree.iterations:

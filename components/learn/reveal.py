@@ -291,10 +291,11 @@ def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequenc
     verify = (f"its verify is a forward over {n + 1} tokens, as the chain's" if n == k else
               f"its verify, a forward over {n + 1} tokens, costs {verify_ms[n] / verify_ms[k]:.2f} × the chain's over "
               f"{k + 1} here ({verify_ms[n]:.0f} vs {verify_ms[k]:.0f} ms, measured with the runs)")
+    ts, cs = tree.stats.tokens_per_s, chain.stats.tokens_per_s
     why = (f"the chain's {k} drafts stand in a row; the tree's {n} nodes branch where the draft is unsure, {more}; "
-           f"{verify}. Measured, the tree ran at {tree.stats.tokens_per_s:.1f} tokens/s, the chain at "
-           f"{chain.stats.tokens_per_s:.1f}. With a flat verify (a GPU's, nearly) the same runs would make the tree "
-           f"×{flat:.2f} as fast as the chain. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
+           f"{verify}. Measured, the tree ran at {ts:.1f} tokens/s, the chain at {cs:.1f}"
+           f"{f' (×{ts / cs:.2f})' if cs > 0 else ''}. With a flat verify (a GPU's, nearly) the same runs would make "
+           f"the tree ×{flat:.2f} as fast as the chain. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
     return answer_html(f"{guess:+.2f} tokens per iteration", f"{gain:+.2f} ({t:.2f} vs {c:.2f})", why,
                        close(guess, gain, 0.0, 0.3))
 
