@@ -76,6 +76,7 @@ def plot_title(pg: Any, elem_id: str) -> str:
 def run_live(pg: Any, prompt: str | None = None, max_new: int | None = None) -> float:
     """Run Live on the page (with the given prompt and max new tokens, else the page's defaults) and wait
     until the status says Done and every figure is drawn. Returns the seconds until the first token showed."""
+    show_tab(pg, "Live")     # a page shared by several tests may be on another tab
     if prompt is not None:
         pg.fill("#prompt textarea", prompt)
     if max_new is not None:
@@ -103,6 +104,7 @@ def presenter_replay_at(pg: Any, url: str, iteration: int) -> None:
     pg.wait_for_selector("#learn-title")
     pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
     pg.wait_for_function("() => document.querySelector('#presenter input')?.checked === true")
+    show_tab(pg, "Live")     # tabs are drawn when first shown: the Live settings exist once Live has been
     pg.wait_for_function("() => !document.querySelector('#live-settings .label-wrap').classList.contains('open')")
     pg.get_by_role("tab", name="Replay").click()
     pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
