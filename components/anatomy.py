@@ -26,7 +26,7 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from . import palette as pal
-from .figures import _layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
+from .figure_base import apply_layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
 N_STAGES = len(STAGES)
@@ -162,7 +162,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     stopped = bool(it.draft_stop) and n < it.k and it.tree is None
     if stopped:
         subtitle += "<br>" + html.escape(f"Only {n} of K = {it.k} drafted: {it.draft_stop}.", quote=False)
-    _layout(fig, f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}", height=HEIGHT, subtitle=subtitle,
+    apply_layout(fig, f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}", height=HEIGHT, subtitle=subtitle,
             shapes=shapes, showlegend=False)
     fig.update_layout(margin={"l": 150, "r": 20, "t": 115 if it.tree is not None else 95 if stopped else 80, "b": 40})
     fig.update_xaxes(range=[-0.55, len(cols) - 0.45], tickvals=x, ticktext=cols, side="top", showgrid=False,

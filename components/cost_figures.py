@@ -20,7 +20,7 @@ from specdec_core.policy.hindsight import hindsight_split
 from specdec_core.policy.costmodel import TimeSplit, baseline_split, costs_from_traces, predicted_split, time_split
 
 from . import palette as pal
-from .figures import _layout, empty_figure
+from .figure_base import apply_layout, empty_figure
 
 PARTS = (("prefill", pal.PREFILL), ("draft", pal.DRAFT), ("verify", pal.TARGET), ("overhead", pal.OTHER))
 ROW_MEASURED = "speculative (measured)"
@@ -74,7 +74,7 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
             note += f" · flat verify ×{rows[ROW_FLAT].tokens_per_s / b.tokens_per_s:.2f}"
         if ROW_HINDSIGHT in rows:
             note += f" · best K schedule ×{rows[ROW_HINDSIGHT].tokens_per_s / b.tokens_per_s:.2f}"
-    _layout(fig, title, height=210 + 40 * len(rows),
+    apply_layout(fig, title, height=210 + 40 * len(rows),
             subtitle=(note + " · prefill = filling the caches (the draft's catch-ups included) · verify = target "
                       "forwards after the prefill (baseline: one per token)").lstrip(" ·"),
             barmode="stack")
@@ -95,7 +95,7 @@ def baseline_forwards_figure(token_ms: Sequence[float]) -> go.Figure:
     fig = go.Figure(go.Bar(x=n, y=list(token_ms), marker_color=colors, showlegend=False,
                            hovertemplate="token %{x}: %{y:.1f} ms<extra></extra>"))
     later = list(token_ms[1:]) or list(token_ms)
-    _layout(fig, title, subtitle=f"{len(token_ms)} tokens = {len(token_ms)} forwards · after the first (which "
+    apply_layout(fig, title, subtitle=f"{len(token_ms)} tokens = {len(token_ms)} forwards · after the first (which "
                                  f"reads the prompt too): {sum(later) / len(later):.1f} ms each on average")
     fig.update_xaxes(title_text="generated token", dtick=1)
     fig.update_yaxes(title_text="ms for its forward", rangemode="tozero")
@@ -120,7 +120,7 @@ def forward_cost_figure(verify_ms: Sequence[float]) -> go.Figure:
     fig.add_trace(go.Scatter(name="ONE forward over n tokens (measured here)", x=n, y=list(verify_ms),
                              mode="lines+markers", line={"color": pal.TARGET, "width": 3}, marker={"size": 7},
                              hovertemplate="n=%{x}: %{y:.1f} ms<extra>measured</extra>"))
-    _layout(fig, title, subtitle=f"t(1) = {t1:.1f} ms · t({len(n)}) = {verify_ms[-1]:.1f} ms = "
+    apply_layout(fig, title, subtitle=f"t(1) = {t1:.1f} ms · t({len(n)}) = {verify_ms[-1]:.1f} ms = "
                                  f"{verify_ms[-1] / t1:.2f} × t(1)" if t1 > 0 else "")
     fig.update_xaxes(title_text="new tokens in the forward (n)", dtick=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero")

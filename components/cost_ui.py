@@ -17,7 +17,7 @@ from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 from specdec_core.intervals import speedup_interval, verdict
 
 from .cost_figures import time_split_figure
-from .figures import empty_figure
+from .figure_base import empty_figure
 from .lab_figures import MeasuredPoint, ksweep_figure
 from .measures import measured_speedup
 

@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 from specdec_core import Trace
 
 from .anatomy import anatomy_figure
-from .figures import instructive_index
+from .figure_base import instructive_index
 from .messages import page_error
 from .summary import summary_html
 from .tokens import tokens_html

@@ -8,7 +8,6 @@ All model text shown in a figure goes through ``plot_text`` (Plotly renders a su
 from __future__ import annotations
 
 import html
-import textwrap
 from itertools import accumulate
 
 import plotly.graph_objects as go
@@ -21,96 +20,14 @@ from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_cur
 from specdec_core.trace import IterationRecord
 
 from . import palette as pal
+from .figure_base import apply_layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
 from .measures import (accepted_length_counts, baseline_progress, measured_speedup, outcome, position_counts,
                        running_acceptance, speculative_progress)
 
-HEIGHT = 390
 LANE_DRAFT = "speculative · draft"
 LANE_TARGET = "speculative · target"
 LANE_BASELINE = "baseline · target"
 REPLACED_LABEL = "target's choice (argmax p)"    # greedy: what replaces a rejected draft
-
-
-# --- shared helpers ---------------------------------------------------------------------------------
-
-def plot_text(text: str, limit: int = 24) -> str:
-    """A token as a short, visible, HTML-escaped label: spaces as '␣', newlines as '↵'."""
-    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥").replace("\r", "")
-    if len(shown) > limit:
-        shown = shown[: limit - 1] + "…"
-    return html.escape(shown or "∅", quote=False)
-
-
-def _layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str = "", **kw) -> go.Figure:
-    """Shared look: title (and an escaped-by-caller subtitle) on top, legend under the plot, large fonts."""
-    text = f"{title}<br><sup>{subtitle}</sup>" if subtitle else title
-    fig.update_layout(
-        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-        height=height, margin={"l": 60, "r": 20, "t": 70 if subtitle else 50, "b": 105},
-        font={"family": pal.FONT, "size": 13, "color": "#222"},
-        paper_bgcolor="white", plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
-        hoverlabel={"font": {"size": 13}}, **kw)
-    fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    return fig
-
-
-def no_drafts_message(trace: Trace, it: IterationRecord) -> str:
-    """Why an iteration verified no drafts: K was 0, or the drafter's recorded reason (older traces, which
-    do not record one: the draft's confidence stop, or no n-gram match)."""
-    if it.k == 0:
-        why = "K was 0"
-    elif it.draft_stop:
-        why = it.draft_stop
-    elif trace.config.get("drafter") != "ngram" and (trace.config.get("confidence_stop") or 0) > 0:
-        why = "the draft's confidence in its first token was below the confidence stop"
-    else:
-        why = "no n-gram match"
-    return f"The drafter proposed nothing this iteration ({why}): the target emitted one token on its own."
-
-
-def empty_figure(title: str, message: str, height: int = HEIGHT) -> go.Figure:
-    """A blank figure that says why it is blank."""
-    fig = go.Figure()
-    wrapped = "<br>".join(textwrap.wrap(html.escape(message, quote=False), 64))
-    fig.add_annotation(text=wrapped, x=0.5, y=0.5, xref="paper", yref="paper",
-                       showarrow=False, font={"size": 15, "color": "#555"})
-    _layout(fig, title, height)
-    fig.update_layout(margin={"b": 20})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
-
-
-def resolve_index(trace: Trace, index: int | None) -> int | None:
-    """The iteration to show: ``index`` clamped into range, the last one when None, None when there are none."""
-    n = len(trace.iterations)
-    if n == 0:
-        return None
-    if index is None:
-        return n - 1
-    return min(max(int(index), 0), n - 1)
-
-
-def is_greedy(trace: Trace) -> bool:
-    """Temperature 0: p and q are one-hot at their argmax, a draft is kept iff it is the target's argmax, and a
-    rejected draft is replaced by the target's own choice (no residual is drawn)."""
-    return trace.config.get("temperature", 0) == 0
-
-
-def instructive_index(trace: Trace) -> int | None:
-    """The iteration a finished run opens on: in a run with token trees, the first tree whose accepted path has
-    two nodes or more; else the first with a rejection (p vs q, the residual and the anatomy all have something
-    to show), else the first with drafts, else the last; None when there is none."""
-    its = trace.iterations
-    tree = next((it.index for it in its if it.tree is not None and len(it.tree.path) >= 2), None)
-    if tree is not None:
-        return tree
-    rejected = next((it.index for it in its if any(d.tested and not d.accepted for d in it.drafts)), None)
-    if rejected is None:
-        rejected = next((it.index for it in its if it.drafts), None)
-    return rejected if rejected is not None else resolve_index(trace, None)
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -166,7 +83,7 @@ def timeline_figure(trace: Trace) -> go.Figure:
                  for i, ms in enumerate(b.token_ms)]
         fig.add_trace(_hbar("baseline forward", LANE_BASELINE, list(b.token_ms), starts, hover, pal.BASELINE))
         lanes.append(LANE_BASELINE)
-    _layout(fig, title, barmode="overlay", bargap=0.35)
+    apply_layout(fig, title, barmode="overlay", bargap=0.35)
     fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", showgrid=False)
     fig.update_xaxes(title_text="ms since the run started (each run on its own clock)")
     return fig
@@ -203,7 +120,7 @@ def race_figure(trace: Trace) -> go.Figure:
         note = "baseline running…"
     fig.add_annotation(text=note, x=0.02, y=0.98, xref="paper", yref="paper", xanchor="left", yanchor="top",
                        showarrow=False, font={"size": 18, "color": "#111"}, bgcolor="rgba(255,255,255,0.85)")
-    _layout(fig, title)
+    apply_layout(fig, title)
     fig.update_xaxes(title_text="ms since the run started", rangemode="tozero")
     fig.update_yaxes(title_text="tokens generated", rangemode="tozero")
     return fig
@@ -232,7 +149,7 @@ def outcomes_figure(trace: Trace) -> go.Figure:
                              line={"color": "#111", "width": 2}, marker={"size": 5}, connectgaps=True,
                              hovertemplate="after iteration %{x}: %{y:.0%} accepted<extra></extra>"),
                   secondary_y=True)
-    _layout(fig, title, barmode="stack", bargap=0.15)
+    apply_layout(fig, title, barmode="stack", bargap=0.15)
     fig.update_xaxes(title_text="iteration")
     fig.update_yaxes(title_text="tokens", secondary_y=False, rangemode="tozero")
     fig.update_yaxes(title_text="acceptance rate", secondary_y=True, range=[0, 1.05], tickformat=".0%",
@@ -291,7 +208,7 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
     greedy = trace.config.get("temperature", 0) == 0
     note = ("greedy: accepted iff the draft is the target's argmax (α is 0 or 1)"
             + ("; bars: the unwarped softmax" if raw else "") if greedy else "accepted iff u < α")
-    _layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
+    apply_layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.15], title_text="probability")
     return fig
 
@@ -358,7 +275,7 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
         fig.add_annotation(x=labels[kr], y=max(q_map.get(rejected.token_id, 0), p_map.get(rejected.token_id, 0)),
                            yshift=10, text="rejected draft", showarrow=True, arrowhead=2, ay=-30,
                            font={"size": 13, "color": pal.REJECTED})
-    _layout(fig, title, subtitle=f"draft {rs.position + 1} rejected → resampled {plot_text(rs.text, 30)} "
+    apply_layout(fig, title, subtitle=f"draft {rs.position + 1} rejected → resampled {plot_text(rs.text, 30)} "
                                  f"(probability {_fmt(rs.residual_prob)} under the residual)",
             barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="probability", rangemode="tozero")
@@ -397,7 +314,7 @@ def _greedy_replacement_figure(it: IterationRecord, i: int, top: int) -> go.Figu
         if rejected.p_raw is not None:
             note = f" · the target's softmax gave the draft p = {rejected.p_raw:.3f}"
     title = f"Iteration {i + 1}: greedy, the rejected draft is replaced by the target's own choice"
-    _layout(fig, title, subtitle=f"draft {rs.position + 1} ≠ argmax p → {plot_text(rs.text, 30)} is emitted, "
+    apply_layout(fig, title, subtitle=f"draft {rs.position + 1} ≠ argmax p → {plot_text(rs.text, 30)} is emitted, "
                                  f"no residual drawn (that rule is for temperature > 0){note}",
             barmode="overlay", bargap=0.35)      # one-hot p and q peak at different tokens: centred bars
     fig.update_yaxes(title_text="probability (greedy)", range=[0, 1.15])
@@ -448,7 +365,7 @@ def positions_figure(trace: Trace) -> go.Figure:
     counts = accepted_length_counts(trace)
     fig.add_trace(go.Bar(name="iterations", x=list(range(len(counts))), y=counts, marker_color=pal.TARGET,
                          hovertemplate="%{y} iterations accepted %{x} drafts<extra></extra>"), row=1, col=2)
-    _layout(fig, title)
+    apply_layout(fig, title)
     fig.update_xaxes(title_text="draft position (a tree's node: its depth)", dtick=1, row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
     fig.update_xaxes(title_text="accepted drafts", dtick=1, row=1, col=2)
@@ -515,7 +432,7 @@ def theory_figure(trace: Trace, k_max: int = 16, flat: bool = False) -> go.Figur
         adaptive = f" ({tree}, depth ≤ K)"
     else:
         a_txt = f"α̂ = {alpha:.3f} (mean min(1, p/q) of tested drafts)"
-    _layout(fig, title, subtitle=f"{a_txt} · ĉ = {c:.3f} (draft / verify forward time) · measured at "
+    apply_layout(fig, title, subtitle=f"{a_txt} · ĉ = {c:.3f} (draft / verify forward time) · measured at "
                                  f"K = {k_cfg}{adaptive}{pred_txt}")
     fig.update_xaxes(title_text="K (drafts per iteration)")
     fig.update_yaxes(rangemode="tozero")

@@ -20,7 +20,7 @@ from specdec_core.policy.closed_form import approximate_speedup, break_even_alph
 from specdec_core.teaching.toy import StepView
 
 from . import palette as pal
-from .figures import empty_figure, plot_text
+from .figure_base import empty_figure, plot_text
 
 HEIGHT = 380
 VERDICT_COLOR = {"biased": pal.REJECTED, "exact": pal.ACCEPTED, "inconclusive": "#8a6d00"}

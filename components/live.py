@@ -25,7 +25,8 @@ from specdec_core.config import DEFAULT_TREE_TOP_K, MAX_TREE_TOP_K, recommended_
 
 from .context import AppContext
 from .export_html import html_export_button, html_export_file
-from .figures import FIGURE_IDS, instructive_index, race_figure, resolve_index, timeline_figure
+from .figures import FIGURE_IDS, race_figure, timeline_figure
+from .figure_base import instructive_index, resolve_index
 from .gpu import gpu_task
 from .messages import page_error, page_warning
 from .pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMPTS, Pool, pair_choices, pair_label,
@@ -73,7 +74,7 @@ def _status(text: str, kind: str = "info") -> str:
 
 def _selected(control: dict, trace: Trace, done: bool = False) -> int | None:
     """The iteration shown: the newest while a run streams, the most instructive one when it is done
-    (``figures.instructive_index``), or the one the viewer stepped to (pinned)."""
+    (``figure_base.instructive_index``), or the one the viewer stepped to (pinned)."""
     if control.get("follow", True) or control.get("selected") is None:
         return instructive_index(trace) if done else resolve_index(trace, None)
     return resolve_index(trace, control["selected"])

@@ -18,7 +18,7 @@ import gradio as gr
 from specdec_core import Trace
 
 from .export_html import html_export_button, html_export_file
-from .figures import instructive_index
+from .figure_base import instructive_index
 from .messages import page_error
 from .viewer import Viewer, build_viewer, render_trace, step_view
 

@@ -22,7 +22,8 @@ from specdec_core.decoding.engine import stream_speculative
 from specdec_core.teaching.sweeps import acceptance_vs_agreement, speedup_table
 from specdec_core.teaching.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
 
-from .figures import FIGURE_IDS, instructive_index
+from .figures import FIGURE_IDS
+from .figure_base import instructive_index
 from .lab_figures import agreement_figure, toy_step_figure
 from .messages import page_error
 from .tab_helpers import as_float, as_int, check_prompt, reporter

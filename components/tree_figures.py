@@ -26,7 +26,7 @@ from specdec_core.models.tree_attention import visibility
 from specdec_core.trace import IterationRecord, TreeNodeRecord, TreeRecord
 
 from . import palette as pal
-from .figures import _layout, empty_figure, plot_text, resolve_index
+from .figure_base import apply_layout, empty_figure, plot_text, resolve_index
 
 UNTESTED = "#777777"
 ROOT = "#444444"
@@ -231,7 +231,7 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
                            f"({it.verify_ms:.0f} ms)", quote=False) + "<br>" + html.escape(f"rule: {rule}", quote=False)
     subtitle += "<br>thick green: the accepted path · vermillion: tested, rejected · dotted: not tested"
     height = min(MAX_HEIGHT, max(300, 180 + SLOT_PX * n_rows))
-    _layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
+    apply_layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
     depth = max(all_x)
     fig.update_layout(margin={"l": 20, "r": 20, "t": 120, "b": 40})
     fig.update_xaxes(range=[-0.5, depth + 0.5], tickvals=list(range(depth + 1)),
@@ -264,7 +264,7 @@ def tree_mask_figure(trace: Trace | None, index: int | None = None) -> go.Figure
     fig = go.Figure(go.Heatmap(z=z, x=list(range(n)), y=list(range(n)), text=hover, hoverinfo="text",
                                colorscale=[[0, "#ffffff"], [1, pal.TARGET]], zmin=0, zmax=1, showscale=False,
                                xgap=1, ygap=1))
-    _layout(fig, title, height=min(MAX_HEIGHT, max(300, 150 + 22 * n)),
+    apply_layout(fig, title, height=min(MAX_HEIGHT, max(300, 150 + 22 * n)),
             subtitle="row sees column · every row also sees the cached prefix · position = prefix length + depth",
             showlegend=False)
     fig.update_layout(margin={"l": 110, "r": 20, "t": 105, "b": 20}, plot_bgcolor="#eeeeee")

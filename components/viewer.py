@@ -26,7 +26,8 @@ import gradio as gr
 from specdec_core import Trace
 
 from .anatomy import N_STAGES, anatomy_figure
-from .figures import FIGURE_IDS, all_figures, pq_figure, residual_figure, resolve_index
+from .figures import FIGURE_IDS, all_figures, pq_figure, residual_figure
+from .figure_base import resolve_index
 from .limits import prune_exports
 from .messages import page_error
 from .summary import summary_html

@@ -16,7 +16,7 @@ from specdec_core.policy.costmodel import costs_from_traces
 from specdec_core.policy.roofline import WhatIf, gpu_name, here_id, what_if
 
 from . import palette as pal
-from .figures import _layout, empty_figure
+from .figure_base import apply_layout, empty_figure
 
 TITLE = "The same run on other hardware (roofline what-if)"
 
@@ -50,7 +50,7 @@ def whatif_figure(trace: Trace, rows: Sequence[WhatIf]) -> go.Figure:
                          hovertext=[f"{r.label}: predicted ×{r.speedup:.2f} (target forward {r.t1_ms:.2f} ms, draft "
                                     f"{r.draft_ms:.2f} ms)" for r in priced], hoverinfo="text"))
     fig.add_hline(y=1.0, line={"color": "#999", "dash": "dash", "width": 1})
-    _layout(fig, TITLE, height=460, barmode="overlay", showlegend=False,
+    apply_layout(fig, TITLE, height=460, barmode="overlay", showlegend=False,
             subtitle="this run's acceptance and K decisions priced with t(n) = max(bytes ÷ bandwidth, FLOPs ÷ peak) "
                      "+ overhead per device; the measured bar carries its 95 % interval")
     fig.update_yaxes(title_text="speedup over target-only", rangemode="tozero")

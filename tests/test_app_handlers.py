@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 
 from components import live
-from components.figures import instructive_index
+from components.figure_base import instructive_index
 from components.live import change_pair, new_control, run_live, step_live
 from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, PAIR_SELF, pair_choices, resolve_pair
 from components.session import make_config

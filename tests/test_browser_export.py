@@ -8,7 +8,7 @@ import json
 import pytest
 
 from components.export_html import replay_html
-from components.figures import instructive_index
+from components.figure_base import instructive_index
 from components.replay import EXAMPLES_DIR
 from specdec_core import Trace
 from tools.browser import VIEWPORT, browser, chromium_missing

@@ -10,7 +10,8 @@ import gradio as gr
 import pytest
 
 from components.anatomy import anatomy_figure
-from components.figures import FIGURE_IDS, instructive_index, outcomes_figure, residual_figure
+from components.figures import FIGURE_IDS, outcomes_figure, residual_figure
+from components.figure_base import instructive_index
 from components.replay import EXAMPLES_DIR, replay_example
 from components.tab_simulator import simulator_on_open
 from components.tokens import tokens_html

@@ -12,7 +12,8 @@ import pytest
 from components import palette as pal
 from components.anatomy import anatomy_figure
 from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
-from components.figures import instructive_index, positions_figure
+from components.figures import positions_figure
+from components.figure_base import instructive_index
 from components.lab_figures import ksweep_figure
 from components.measures import outcome, position_counts, running_acceptance
 from components.replay import load_example

@@ -14,8 +14,8 @@ from specdec_core import Trace
 
 from ..anatomy import anatomy_figure
 from ..cost_figures import baseline_forwards_figure, forward_cost_figure
-from ..figures import (empty_figure, instructive_index, outcomes_figure, race_figure, residual_figure,
-                       timeline_figure)
+from ..figures import outcomes_figure, race_figure, residual_figure, timeline_figure
+from ..figure_base import empty_figure, instructive_index
 from ..lab_figures import exactness_figure
 from ..messages import page_error
 from ..pairs import OPEN_PROMPTS, PAIR_FEATURE, Pool

@@ -12,7 +12,7 @@ from specdec_core import Trace
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
 from specdec_core.trace import DraftRecord, IterationRecord
 
-from ..figures import instructive_index
+from ..figure_base import instructive_index
 from ..measures import identical_to_baseline, measured_speedup
 
 
@@ -108,7 +108,7 @@ def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] 
     """(iteration, draft) to ask α about: a tested draft whose q is at least ``min_q`` (its p and q read well
     at three decimals), the first whose α is within ``toss`` (a real coin toss) in an iteration with a rejection (so the
     residual can be shown), else in any iteration, else the first such draft, else the first draft of the
-    iteration a run opens on (``figures.instructive_index``); None when nothing was drafted."""
+    iteration a run opens on (``figure_base.instructive_index``); None when nothing was drafted."""
     tested = [(it, j, d) for it in trace.iterations for j, d in enumerate(it.drafts) if d.tested and d.q >= min_q]
     def tossed(d: DraftRecord) -> bool:
         return toss[0] <= d.alpha <= toss[1]

@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 
 from ..context import AppContext
-from ..figures import empty_figure
+from ..figure_base import empty_figure
 from ..gpu import gpu_task
 from ..messages import page_error, page_warning
 from ..pairs import Pool
