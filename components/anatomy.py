@@ -26,16 +26,13 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from . import palette as pal
-from .figure_base import apply_layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
+from .figure_base import apply_layout, empty_figure, fmt, is_greedy, no_drafts_message, plot_text, resolve_index
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
 N_STAGES = len(STAGES)
 HEIGHT = 560
 RESIDUAL_SHOWN = 3            # top residual tokens listed under the resampled token
 
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
 
 
 def _fate(d: DraftRecord) -> tuple[str, str]:
@@ -55,9 +52,9 @@ def _decide_text(d: DraftRecord, greedy: bool, tree: bool = False) -> str:
         return f"the target's draw<br>y ~ p hit this child<br><b>{label}</b>"
     if greedy or d.u is None:
         same = "=" if d.accepted else "≠"
-        return f"α = {_fmt(d.alpha)}<br>draft {same} argmax p<br><b>{label}</b>"
+        return f"α = {fmt(d.alpha)}<br>draft {same} argmax p<br><b>{label}</b>"
     sign = "<" if d.u < d.alpha else "≥"
-    return f"α = {_fmt(d.alpha)}<br>u = {_fmt(d.u)} {sign} α<br><b>{label}</b>"
+    return f"α = {fmt(d.alpha)}<br>u = {fmt(d.u)} {sign} α<br><b>{label}</b>"
 
 
 def _emit_text(d: DraftRecord) -> str:
@@ -78,7 +75,7 @@ def _final_text(it: IterationRecord, greedy: bool) -> tuple[str, str, str]:
         how = "where every child failed" if it.tree is not None else "from norm(max(0, p − q))"
         lines = [f"<b>{plot_text(r.text or str(r.token_id), 16)}</b>", how]
         if r.residual_prob is not None:
-            lines.append(f"prob {_fmt(r.residual_prob)}")
+            lines.append(f"prob {fmt(r.residual_prob)}")
         top = [f"{plot_text(str(t[1]), 10)} {float(t[2]):.2f}" for t in r.residual_top[:RESIDUAL_SHOWN]]
         if top:
             lines.append("top: " + ", ".join(top))
@@ -86,7 +83,7 @@ def _final_text(it: IterationRecord, greedy: bool) -> tuple[str, str, str]:
     if it.bonus is not None:
         b = it.bonus
         return ("bonus", f"<b>{plot_text(b.text or str(b.token_id), 16)}</b><br>bonus, from p after<br>"
-                         f"the last draft: p = {_fmt(b.p)}", pal.BONUS)
+                         f"the last draft: p = {fmt(b.p)}", pal.BONUS)
     return "", "", "#777777"
 
 
@@ -109,8 +106,8 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     x = list(range(len(cols)))
     rows = {s: N_STAGES - s for s in range(N_STAGES)}        # stage 0 on top
     texts = [
-        [f"<b>{plot_text(d.text or str(d.token_id), 14)}</b><br>q = {_fmt(d.q)}" for d in it.drafts],
-        [f"p = {_fmt(d.p)}" + (f"<br>(softmax {_fmt(d.p_raw)})" if greedy and d.p_raw is not None else "")
+        [f"<b>{plot_text(d.text or str(d.token_id), 14)}</b><br>q = {fmt(d.q)}" for d in it.drafts],
+        [f"p = {fmt(d.p)}" + (f"<br>(softmax {fmt(d.p_raw)})" if greedy and d.p_raw is not None else "")
          for d in it.drafts],
         [_decide_text(d, greedy, it.tree is not None) for d in it.drafts],
         [_emit_text(d) for d in it.drafts] + [final],

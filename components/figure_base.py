@@ -94,3 +94,8 @@ def instructive_index(trace: Trace) -> int | None:
     if rejected is None:
         rejected = next((it.index for it in its if it.drafts), None)
     return rejected if rejected is not None else resolve_index(trace, None)
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number for a figure's labels; "–" for none."""
+    return "–" if x is None else f"{x:.{digits}f}"

@@ -20,7 +20,7 @@ from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_cur
 from specdec_core.trace import IterationRecord
 
 from . import palette as pal
-from .figure_base import apply_layout, empty_figure, is_greedy, no_drafts_message, plot_text, resolve_index
+from .figure_base import apply_layout, empty_figure, fmt, is_greedy, no_drafts_message, plot_text, resolve_index
 from .measures import (accepted_length_counts, baseline_progress, measured_speedup, outcome, position_counts,
                        running_acceptance, speculative_progress)
 
@@ -29,9 +29,6 @@ LANE_TARGET = "speculative · target"
 LANE_BASELINE = "baseline · target"
 REPLACED_LABEL = "target's choice (argmax p)"    # greedy: what replaces a rejected draft
 
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
 
 
 # --- 1. timeline ------------------------------------------------------------------------------------
@@ -216,9 +213,9 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
 def _draft_hover(j: int, d) -> str:
     verdict = "accepted" if d.accepted else ("rejected" if d.tested else "not tested (after the first rejection)")
     lines = [f"draft {j + 1}: {plot_text(d.text or str(d.token_id), 40)} (id {d.token_id})",
-             f"p = {d.p:.4f}   q = {d.q:.4f}", f"α = {d.alpha:.4f}   u = {_fmt(d.u, 4)}", verdict]
+             f"p = {d.p:.4f}   q = {d.q:.4f}", f"α = {d.alpha:.4f}   u = {fmt(d.u, 4)}", verdict]
     if d.p_raw is not None or d.q_raw is not None:
-        lines.append(f"unwarped: p = {_fmt(d.p_raw, 4)}   q = {_fmt(d.q_raw, 4)}")
+        lines.append(f"unwarped: p = {fmt(d.p_raw, 4)}   q = {fmt(d.q_raw, 4)}")
     return "<br>".join(lines)
 
 
@@ -276,7 +273,7 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
                            yshift=10, text="rejected draft", showarrow=True, arrowhead=2, ay=-30,
                            font={"size": 13, "color": pal.REJECTED})
     apply_layout(fig, title, subtitle=f"draft {rs.position + 1} rejected → resampled {plot_text(rs.text, 30)} "
-                                 f"(probability {_fmt(rs.residual_prob)} under the residual)",
+                                 f"(probability {fmt(rs.residual_prob)} under the residual)",
             barmode="group", bargap=0.2)
     fig.update_yaxes(title_text="probability", rangemode="tozero")
     return fig

@@ -26,7 +26,7 @@ from specdec_core.models.tree_attention import visibility
 from specdec_core.trace import IterationRecord, TreeNodeRecord, TreeRecord
 
 from . import palette as pal
-from .figure_base import apply_layout, empty_figure, plot_text, resolve_index
+from .figure_base import apply_layout, empty_figure, fmt, plot_text, resolve_index
 
 UNTESTED = "#777777"
 ROOT = "#444444"
@@ -34,9 +34,6 @@ SLOT_PX = 62                  # height of one leaf row
 MAX_HEIGHT = 1400
 LABEL_CHARS = 12
 
-
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}"
 
 
 def has_trees(trace: Trace | None) -> bool:
@@ -110,8 +107,8 @@ def walk_text(node: TreeNodeRecord, order: int, rule: str = "recursive_rejection
     ok = node.status == "accepted"
     mark = "✓" if ok else "✗"
     if node.alpha is not None:
-        u = "" if node.u is None else f" u {_fmt(node.u)}"
-        return f"try {order}: α {_fmt(node.alpha)}{u} {mark}"
+        u = "" if node.u is None else f" u {fmt(node.u, 2)}"
+        return f"try {order}: α {fmt(node.alpha, 2)}{u} {mark}"
     if rule == "greedy":
         return f"{'=' if ok else '≠'} argmax p {mark}"
     if rule == "target_draw":
@@ -144,13 +141,13 @@ def _final(it: IterationRecord, rule: str) -> tuple[str, str, str] | None:
     if it.resampled is not None:
         r = it.resampled
         tok = r.text or str(r.token_id)
-        return (f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>resampled<br>p {_fmt(r.p)}",
+        return (f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>resampled<br>p {fmt(r.p, 2)}",
                 f"{html.escape(repr(tok), quote=False)} (id {r.token_id})<br>"
                 f"{REPLACEMENT.get(rule, 'every child failed')}; p = {r.p:.4f}", pal.RESAMPLED)
     if it.bonus is not None:
         b = it.bonus
         tok = b.text or str(b.token_id)
-        return (f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>bonus<br>p {_fmt(b.p)}",
+        return (f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>bonus<br>p {fmt(b.p, 2)}",
                 f"{html.escape(repr(tok), quote=False)} (id {b.token_id})<br>bonus: drawn from p after the "
                 f"path's leaf; p = {b.p:.4f}", pal.BONUS)
     return None
@@ -199,11 +196,11 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
         "the root: the token the tree hangs under (the target has not seen it yet; it is fed first)"], [ROOT]
     for j, nd in enumerate(tree.nodes):
         tok = nd.text or str(nd.token_id)
-        labels.append(f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>q {_fmt(nd.q)} · p {_fmt(nd.p)}<br>"
+        labels.append(f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>q {fmt(nd.q, 2)} · p {fmt(nd.p, 2)}<br>"
                       f"{walk_text(nd, order[j], tree.rule)}")
         hovers.append(f"node {j + 1}: {html.escape(repr(tok), quote=False)} (id {nd.token_id}), depth {xs[j]}, "
                       f"child {order[j]} of its parent<br>q = {nd.q:.4f} · p = {nd.p:.4f}<br>"
-                      f"α = {_fmt(nd.alpha)} · u = {_fmt(nd.u)} · {html.escape(nd.status, quote=False)}")
+                      f"α = {fmt(nd.alpha, 2)} · u = {fmt(nd.u, 2)} · {html.escape(nd.status, quote=False)}")
         colours.append(_colour(nd.status))
     if final is not None:
         labels.append(final[0])

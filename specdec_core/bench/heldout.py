@@ -56,16 +56,22 @@ class HeldoutSettings:
     drafts: tuple[str, ...] = DRAFTS
 
 
+def check_sample(part: str, prompts: int, repeats: int, drafts: tuple[str, ...], known: tuple[str, ...]) -> None:
+    """Refuse a bench part's sample of the held-out prompts before anything is loaded (ValueError naming
+    ``part``): how many prompts, rounds, and which drafts."""
+    from ..training.prompts import N_HELDOUT_PROMPTS as most
+    if not 1 <= prompts <= most:
+        raise ValueError(f"{part} prompts must be between 1 and {most}, got {prompts}")
+    if repeats < 1:
+        raise ValueError(f"{part} repeats must be >= 1, got {repeats}")
+    bad = [d for d in drafts if d not in known]
+    if bad or not drafts:
+        raise ValueError(f"unknown or no {part} draft(s) {bad}; choose from {', '.join(known)}")
+
+
 def validate_heldout(hs: HeldoutSettings) -> None:
     """Refuse bad settings before anything is loaded."""
-    from ..training.prompts import N_HELDOUT_PROMPTS as most
-    if not 1 <= hs.prompts <= most:
-        raise ValueError(f"held-out prompts must be between 1 and {most}, got {hs.prompts}")
-    if hs.repeats < 1:
-        raise ValueError(f"held-out repeats must be >= 1, got {hs.repeats}")
-    bad = [d for d in hs.drafts if d not in DRAFTS]
-    if bad or not hs.drafts:
-        raise ValueError(f"unknown or no held-out draft(s) {bad}; choose from {', '.join(DRAFTS)}")
+    check_sample("held-out", hs.prompts, hs.repeats, hs.drafts, DRAFTS)
     SpecConfig(max_new_tokens=hs.max_new_tokens)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from .heldout import check_sample
 from .measure import BenchPrompt, Spread, compare, geomean, interleave, ours_baseline, ours_speculative
 from ..config import SpecConfig, recommended_config
 
@@ -52,14 +53,7 @@ class TreeSettings:
 
 def validate_tree(ts: TreeSettings) -> None:
     """Refuse bad settings before anything is loaded."""
-    from ..training.prompts import N_HELDOUT_PROMPTS as most
-    if not 1 <= ts.prompts <= most:
-        raise ValueError(f"tree prompts must be between 1 and {most}, got {ts.prompts}")
-    if ts.repeats < 1:
-        raise ValueError(f"tree repeats must be >= 1, got {ts.repeats}")
-    bad = [d for d in ts.drafts if d not in TREE_DRAFTS]
-    if bad or not ts.drafts:
-        raise ValueError(f"unknown or no tree draft(s) {bad}; choose from {', '.join(TREE_DRAFTS)}")
+    check_sample("tree", ts.prompts, ts.repeats, ts.drafts, TREE_DRAFTS)
     if ts.nodes < 2:
         raise ValueError(f"a tree needs at least 2 nodes, got {ts.nodes}")
     for t in ts.temperatures:
