@@ -36,8 +36,8 @@ from .session import (UI_MAX_CONFIDENCE_STOP, UI_MAX_K, UI_MAX_NEW_TOKENS, UI_MA
 from .summary import summary_html
 from .tokens import tokens_html
 from .url_state import LiveSettings, live_query, parse_live_query, refusal_message
-from .viewer import (N_TREE_OUTPUTS, Viewer, build_viewer, check_pace, export_trace, parse_state, render_iteration,
-                     render_trace, slider_update, target_index)
+from .viewer import (N_TREE_OUTPUTS, N_VIEW_OUTPUTS, Viewer, build_viewer, check_pace, export_trace, parse_state,
+                     render_iteration, render_trace, slider_update, target_index)
 
 MAX_LINK_CHARS = 8_000     # a longer query may not pass a server's request-line limit: such a link is refused
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
@@ -80,8 +80,6 @@ def _selected(control: dict, trace: Trace, done: bool = False) -> int | None:
     return resolve_index(trace, control["selected"])
 
 
-N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4 + N_TREE_OUTPUTS  # Viewer.outputs(): tokens, figures, summary, slider, anatomy,
-                                                      # the tree outputs
 FRAME_S = 0.25     # token stream, summary and status: at most four updates a second
 FIGURE_S = 1.0     # the seven figures: at most one update a second (always the first and the last frame)
 

@@ -22,12 +22,11 @@ from specdec_core.decoding.engine import stream_speculative
 from specdec_core.teaching.sweeps import acceptance_vs_agreement, speedup_table
 from specdec_core.teaching.toy import WORDS, make_toy_pair, pair_from_config, pair_meta, step_view
 
-from .figures import FIGURE_IDS
 from .figure_base import instructive_index
 from .lab_figures import agreement_figure, toy_step_figure
 from .messages import page_error
 from .tab_helpers import as_float, as_int, check_prompt, reporter
-from .viewer import N_TREE_OUTPUTS, build_viewer, parse_state, render_iteration, render_trace, target_index
+from .viewer import N_VIEW_OUTPUTS, build_viewer, parse_state, render_iteration, render_trace, target_index
 
 # --- simulator ------------------------------------------------------------------------------------
 SIM_MAX_NEW = 200
@@ -106,7 +105,7 @@ def simulator_on_open(trace_dict: dict | None, *settings: Any) -> Iterator[tuple
     if trace_dict is None:
         yield from run_simulator(*settings)
     else:
-        yield (gr.skip(),) * (len(FIGURE_IDS) + 7 + N_TREE_OUTPUTS)
+        yield (gr.skip(),) * (N_VIEW_OUTPUTS + 3)      # + the toy figure, the trace state, the position
 
 
 def step_simulator(trace_dict: dict | None, value: float | None, delta: int) -> tuple:

@@ -45,6 +45,8 @@ EMPTY_TRACE = Trace(config={"k": 1, "temperature": 0.0, "max_new_tokens": 1}, pr
 NO_TREE_HINT = ("*Token tree:* this trace verified a chain every iteration. A run with **tree nodes** > 0 (Live "
                 "settings, or the tree example in Replay) shows each iteration's tree and attention mask here.")
 N_TREE_OUTPUTS = 3            # tree hint, tree figure, mask figure: the last outputs of both lists below
+N_VIEW_OUTPUTS = len(FIGURE_IDS) + 4 + N_TREE_OUTPUTS   # Viewer.outputs(): tokens, figures, summary, slider,
+                                                        # anatomy, the tree outputs
 
 StepFn = Callable[..., tuple]     # (trace_dict, slider value, delta, *extra) -> the step outputs
 
