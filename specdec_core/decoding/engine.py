@@ -31,7 +31,7 @@ from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
 from .proposal_check import checked_proposal
-from .record import RunningText, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
+from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
 from .target import TargetModel, _resolve_eos, as_drafter, normalize_input_ids
 from .tree_step import tree_step
 from .verify import verify
@@ -64,7 +64,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     Closing the generator early leaves a consistent trace of what was produced."""
     ids = normalize_input_ids(input_ids)
     r = _set_up(target, draft, ids, cfg, tokenizer, eos_token_id, bugs, prompt, meta)
-    trace, tgt, drafter, device, prompt_len = r.trace, r.tgt, r.drafter, r.tgt.device, len(ids)
+    trace, tgt, device, prompt_len = r.trace, r.tgt, r.tgt.device, len(ids)
     t_run = now_ms(device)
     _prefill(r, ids)
     trace.stats.prefill_ms = now_ms(device) - t_run
@@ -74,32 +74,15 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             # 0. how many drafts, or tree nodes and depth (kpolicy), priced with what the drafter tells for free
             nodes, k, k_reason = _choose(r, cfg.max_new_tokens - (len(ids) - prompt_len) - 1, ids)
             t_iter = now_ms(device)
-            if nodes:   # 1-4 for a token tree: ONE target forward with the tree attention mask (tree_step)
-                st = tree_step(r, ids, nodes, k, r.tree_top_k, bugs, target, cfg.full_trace)
-                prop, verify_ms, n_acc, emitted, tree = st.prop, st.verify_ms, st.n_accepted, st.emitted, st.tree
-                drafts, resampled, bonus = st.drafts, st.resampled, st.bonus
-            else:
-                # 1. draft (checked: a proposal that breaks the protocol is refused)
-                prop = checked_proposal(drafter, ids, k, r.policy, target, device) if k > 0 else Proposal([], None)
-                # 2. one target forward over [unseen tokens] + drafts -> n + 1 rows of logits
-                t_v = now_ms(device)
-                logits = tgt.forward(ids, prop.tokens, logits_to_keep=len(prop.tokens) + 1)
-                verify_ms = now_ms(device) - t_v
-                if r.reads_features:   # the drafter keeps what survives the rollback in step 4
-                    drafter.observe_features(tgt.features_from, tgt.features)
-                # 3. verify: accept / reject left to right, then the resampled or bonus token
-                verdict = verify(logits, prop, r.warping, r.gen, bugs, show=cfg.full_trace)
-                emitted, n_acc, tree = cut_at_eos(verdict.emitted, r.eos), verdict.n_accepted, None
-                # 4. rollback both caches to the accepted prefix (at least one token stays unseen)
-                valid = min(len(ids) + n_acc, len(ids) + len(emitted) - 1)
-                tgt.rollback(valid)
-                drafter.rollback(valid)
-                drafts, resampled, bonus = new_records(verdict, prop.tokens, emitted, r.text, cfg.full_trace)
+            # 1-4: draft, ONE target forward, verify, keep the accepted prefix (_chain_step, or tree_step)
+            step = (tree_step(r, ids, nodes, k, r.tree_top_k, bugs, target, cfg.full_trace) if nodes
+                    else _chain_step(r, ids, k, bugs, target, cfg.full_trace))
+            emitted = step.emitted
             # 5. record
             t_end = now_ms(device)
-            it = timed_iteration(trace, len(ids), nodes or k, k_reason, prop, verify_ms, t_iter, t_run, t_end,
-                                 drafts, resampled, bonus, emitted, tree)
-            add_iteration(trace, it, n_acc, prop.forwards, tgt.forwards, t_end - t_run)
+            it = timed_iteration(trace, len(ids), nodes or k, k_reason, step.prop, step.verify_ms, t_iter, t_run,
+                                 t_end, step.drafts, step.resampled, step.bonus, emitted, step.tree)
+            add_iteration(trace, it, step.n_accepted, step.prop.forwards, tgt.forwards, t_end - t_run)
             r.k_policy.observe(it)
             ids = ids + emitted
             done = _finish_reason(emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
@@ -116,6 +99,28 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
     finally:   # closed early (or failed): the text of what was produced
         if not done:
             trace.text = r.running_text.final(trace.new_token_ids)
+
+
+def _chain_step(r: _Run, ids: list[int], k: int, bugs: InjectedBugs, target: torch.nn.Module, show: bool) -> Step:
+    """Steps 1-4 for a chain of up to k drafts (the module docstring)."""
+    tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
+    # 1. draft (checked: a proposal that breaks the protocol is refused)
+    prop = checked_proposal(drafter, ids, k, r.policy, target, device) if k > 0 else Proposal([], None)
+    # 2. one target forward over [unseen tokens] + drafts -> n + 1 rows of logits
+    t_v = now_ms(device)
+    logits = tgt.forward(ids, prop.tokens, logits_to_keep=len(prop.tokens) + 1)
+    verify_ms = now_ms(device) - t_v
+    if r.reads_features:   # the drafter keeps what survives the rollback in step 4
+        drafter.observe_features(tgt.features_from, tgt.features)
+    # 3. verify: accept / reject left to right, then the resampled or bonus token
+    verdict = verify(logits, prop, r.warping, r.gen, bugs, show=show)
+    emitted = cut_at_eos(verdict.emitted, r.eos)
+    # 4. rollback both caches to the accepted prefix (at least one token stays unseen)
+    valid = min(len(ids) + verdict.n_accepted, len(ids) + len(emitted) - 1)
+    tgt.rollback(valid)
+    drafter.rollback(valid)
+    drafts, resampled, bonus = new_records(verdict, prop.tokens, emitted, r.text, show)
+    return Step(prop, verify_ms, verdict.n_accepted, emitted, drafts, resampled, bonus)
 
 
 def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, tokenizer: Any,

@@ -3,6 +3,7 @@ text, decoded incrementally. Shared by the speculative loop and the baseline so 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..drafters.base import Proposal
@@ -55,6 +56,19 @@ def new_records(verdict: Verdict, drafts: list[int], emitted: list[int], text: C
 def with_text(top: Top, text: Callable[[int], str]) -> list[list]:
     """A top list as the trace keeps it: [[token id, its text, probability], ...]."""
     return [[i, text(i), prob] for i, prob in top]
+
+
+@dataclass
+class Step:
+    """What an iteration's steps 1-4 (a chain's in ``engine``, a tree's in ``tree_step``) leave for the record."""
+    prop: Proposal | TreeProposal
+    verify_ms: float
+    n_accepted: int
+    emitted: list[int]
+    drafts: list[DraftRecord]
+    resampled: ResampledRecord | None
+    bonus: BonusRecord | None
+    tree: TreeRecord | None = None
 
 
 def timed_iteration(trace: Trace, start_len: int, k: int, k_reason: str, prop: Proposal | TreeProposal,

@@ -12,7 +12,6 @@ the drafter can draft a tree), and the iteration's records.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,25 +21,12 @@ from ..drafters.tree import TreeProposal
 from ..timing import now_ms
 from ..trace import BonusRecord, DraftRecord, ResampledRecord, TreeNodeRecord, TreeRecord
 from .proposal_check import checked_tree_proposal
-from .record import with_text, cut_at_eos
+from .record import Step, cut_at_eos, with_text
 from .tree_verify import TreeVerdict, verify_tree
 
 
-@dataclass
-class TreeStep:
-    """What steps 1-4 leave for the record."""
-    prop: TreeProposal
-    verify_ms: float
-    n_accepted: int
-    emitted: list[int]
-    drafts: list[DraftRecord]
-    resampled: ResampledRecord | None
-    bonus: BonusRecord | None
-    tree: TreeRecord
-
-
 def tree_step(r: Any, ids: list[int], n_nodes: int, depth: int, top_k: int, bugs: InjectedBugs,
-              target: torch.nn.Module, show: bool) -> TreeStep:
+              target: torch.nn.Module, show: bool) -> Step:
     """Steps 1-4 (module docstring) from ``ids``; ``r`` is the engine's run (drafter, target, generator, ...)."""
     tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
     # 1. draft a tree (checked: a proposal that breaks the protocol is refused)
@@ -63,7 +49,7 @@ def tree_step(r: Any, ids: list[int], n_nodes: int, depth: int, top_k: int, bugs
     else:
         drafter.rollback(valid)
     drafts, resampled, bonus, tree = tree_records(verdict, prop, emitted, r.text, show)
-    return TreeStep(prop, verify_ms, len(drafts), emitted, drafts, resampled, bonus, tree)
+    return Step(prop, verify_ms, len(drafts), emitted, drafts, resampled, bonus, tree)
 
 
 def tree_records(v: TreeVerdict, prop: TreeProposal, emitted: list[int], text: Callable[[int], str],
