@@ -15,15 +15,18 @@
   here" when all of it is below, otherwise (or when the sample is too small for any interval to mean much)
   "can't tell yet — run more tokens".
 
-Pure functions over plain numbers, plus readers of a ``Trace``; numpy for the bootstrap.
+Pure functions over plain numbers, plus readers of a ``Trace``; the statistics are scipy's (``binomtest``'s
+Wilson interval, ``t.ppf``, ``bootstrap``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from .trace import Trace
 
@@ -38,17 +41,18 @@ ROUNDS = "interleaved rounds"
 CANT_TELL = "can't tell yet — run more tokens"
 
 
+@functools.lru_cache(maxsize=4096)
 def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion successes / trials; (0, 1) with no trials."""
-    if trials < 0 or not 0 <= successes <= trials:
-        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    """The Wilson score interval of a proportion successes / trials (scipy's ``binomtest(...).proportion_ci``,
+    at the two-sided level of the normal quantile ``z``); (0, 1) with no trials. Cached: ``binomtest`` also
+    computes a p-value (about a millisecond) that the interval does not need, and Live asks for the same
+    counts again and again."""
+    if trials < 0 or not 0 <= successes <= trials or successes != int(successes) or trials != int(trials):
+        raise ValueError(f"need whole counts 0 <= successes <= trials, got {successes} of {trials}")
     if trials == 0:
         return 0.0, 1.0
-    p = successes / trials
-    z2n = z * z / trials
-    centre = (p + z2n / 2) / (1 + z2n)
-    half = z / (1 + z2n) * math.sqrt(p * (1 - p) / trials + z2n / (4 * trials))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    ci = stats.binomtest(int(successes), int(trials)).proportion_ci(math.erf(z / math.sqrt(2)), method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
 
 @dataclass(frozen=True)
@@ -65,16 +69,12 @@ class Interval:
         return [self.low, self.high]
 
 
-# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (then the normal's).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
-
-
+@functools.lru_cache(maxsize=256)
 def t975(df: int) -> float:
+    """Student's t 97.5 % quantile (the two-sided 95 % interval's) at ``df`` degrees of freedom."""
     if df < 1:
         raise ValueError("a t quantile needs at least one degree of freedom")
-    return _T975[df - 1] if df <= len(_T975) else Z95
+    return float(stats.t.ppf(0.975, df))
 
 
 def rounds_interval(speedups: Sequence[float]) -> Interval | None:
@@ -98,14 +98,29 @@ def bootstrap_speedup(iter_tokens: Sequence[int], iter_ms: Sequence[float], fixe
     ``base_fixed_tokens``) is added to every resample. Deterministic for a given seed."""
     if not iter_ms or not base_ms or len(iter_tokens) != len(iter_ms):
         raise ValueError("need iterations (tokens and times alike) and baseline token times")
-    rng = np.random.default_rng(seed)
     tok, ms, bms = (np.asarray(x, dtype=float) for x in (iter_tokens, iter_ms, base_ms))
-    pick = rng.integers(0, len(ms), size=(samples, len(ms)))
-    spec = tok[pick].sum(axis=1) / (fixed_ms + ms[pick].sum(axis=1))
-    bpick = rng.integers(0, len(bms), size=(samples, len(bms)))
-    base = (len(bms) + base_fixed_tokens) / (base_fixed_ms + bms[bpick].sum(axis=1))
-    lo, hi = np.percentile(spec / base, [2.5, 97.5])
-    return float(lo), float(hi)
+    n, n_base, base_tokens = len(ms), len(bms), len(bms) + base_fixed_tokens
+
+    def ratio(picks: np.ndarray, base: np.ndarray, axis: int = -1) -> np.ndarray:
+        spec = _total(tok[picks], n, axis) / (fixed_ms + _total(ms[picks], n, axis))
+        return spec / (base_tokens / (base_fixed_ms + _total(base, n_base, axis)))
+
+    # the run's sample is its iterations' indices (an iteration's tokens and time are resampled together), the
+    # baseline's its token times; scipy resamples only samples of two or more, so one observation goes in twice
+    # (its resamples are all itself either way) and ``_total`` counts it once
+    res = stats.bootstrap((_twice_if_one(np.arange(n)), _twice_if_one(bms)), ratio, n_resamples=samples,
+                          vectorized=True, method="percentile", confidence_level=0.95,
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _twice_if_one(sample: np.ndarray) -> np.ndarray:
+    return np.repeat(sample, 2) if len(sample) == 1 else sample
+
+
+def _total(resampled: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """The sum over a resample, counted as ``n`` observations (a doubled one-observation sample: half)."""
+    return resampled.sum(axis) * (n / resampled.shape[axis])
 
 
 def verdict(interval: Interval | None) -> str:

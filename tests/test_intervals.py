@@ -9,7 +9,7 @@ import pytest
 from conftest import make_tiny_lm
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
 from specdec_core.intervals import (BOOTSTRAP, CANT_TELL, ROUNDS, Interval, bootstrap_speedup, fill_stats,
-                                    position_intervals, rounds_interval, speedup_interval, verdict, wilson)
+                                    position_intervals, rounds_interval, speedup_interval, t975, verdict, wilson)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -61,6 +61,26 @@ def test_bootstrap_is_deterministic_and_narrows_with_more_data():
     wide = bootstrap_speedup(tok[:5], ms[:5], 50.0, base[:4], 60.0, 1)
     assert wide[1] - wide[0] > a[1] - a[0]
 
+
+
+def test_t_quantile_has_no_step_after_30_degrees_of_freedom():
+    # t(0.975, 30) = 2.0423, t(0.975, 31) = 2.0395 (tables); a table that switched to the normal's 1.96 at 31 jumped
+    assert t975(30) == pytest.approx(2.0423, abs=1e-4) and t975(31) == pytest.approx(2.0395, abs=1e-4)
+    assert t975(1000) == pytest.approx(1.9623, abs=1e-4)
+    with pytest.raises(ValueError):
+        t975(0)
+
+
+def test_bootstrap_degenerate_samples():
+    """One iteration and one baseline token: nothing to resample, the interval is the point; no spread in the
+    times: the same; one side with one observation still resamples the other."""
+    one = bootstrap_speedup([3], [30.0], 10.0, [20.0], 0.0)
+    assert one[0] == one[1] == pytest.approx((3 / 40) / (1 / 20))
+    flat = bootstrap_speedup([2] * 12, [30.0] * 12, 10.0, [20.0] * 30, 5.0, 1)
+    assert flat[0] == pytest.approx(flat[1]) == pytest.approx((24 / 370) / (31 / 605))
+    lo, hi = bootstrap_speedup([3], [30.0], 10.0, [18.0, 22.0, 20.0, 25.0], 0.0)
+    # the run's side fixed at 3 tokens / 40 ms; the baseline's 4 tokens take 72 ms (all 18) to 100 ms (all 25)
+    assert (3 / 40) / (4 / 72) - 1e-12 <= lo < hi <= (3 / 40) / (4 / 100) + 1e-12
 
 @pytest.fixture(scope="module")
 def tiny_trace():
