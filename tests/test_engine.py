@@ -8,7 +8,8 @@ import torch
 from conftest import make_tiny_lm
 from specdec_core import (ModelDrafter, NGramDrafter, SpecConfig, Trace, baseline_generate, speculative_generate,
                           stream_baseline, stream_speculative)
-from specdec_core.decoding.record import RunningText
+from specdec_core.decoding.record import RunningText, cut_at_eos, new_records
+from specdec_core.decoding.verify import Verdict
 from specdec_core.drafters.ngram import lookup_ngram
 
 VOCAB = 32
@@ -149,6 +150,29 @@ def test_stops_right_after_eos(lms):
     base = baseline_generate(target, PROMPT, cfg, eos_token_id=eos)
     assert base.new_token_ids == free[:first + 1]
 
+
+
+def test_a_new_token_cut_off_by_eos_has_no_record():
+    """An EOS among the accepted drafts cuts the emitted tokens before the resampled (or bonus) token. That token
+    was not emitted, so the iteration records no resampled (or bonus) token, even when its id is the id of an
+    accepted draft that was emitted."""
+    eos = 2
+    # drafts 5, EOS accepted, 7 rejected; 5 drawn from the residual (the id of the first, emitted, draft)
+    v = Verdict(n_accepted=2, token=5, emitted=[5, 2, 5], p=[0.6, 0.5, 0.1], q=[0.6, 0.5, 0.8],
+                alpha=[1.0, 1.0, 0.125], u=[0.3, 0.2, 0.9], token_p=0.4, token_residual_prob=0.7)
+    emitted = cut_at_eos(v.emitted, eos)
+    drafts, resampled, bonus = new_records(v, [5, 2, 7], emitted, lambda t: "", show=False)
+    assert emitted == [5, 2] and resampled is None and bonus is None
+    assert [d.accepted for d in drafts] == [True, True, False]
+    # all accepted, EOS the last draft: the bonus (again an emitted draft's id) was cut off too
+    v = Verdict(n_accepted=2, token=5, emitted=[5, 2, 5], p=[0.6, 0.5], q=[0.6, 0.5], alpha=[1.0, 1.0],
+                u=[0.3, 0.2], token_p=0.4, token_residual_prob=None)
+    assert new_records(v, [5, 2], cut_at_eos(v.emitted, eos), lambda t: "", show=False)[1:] == (None, None)
+    # no EOS: the resampled token is recorded at its position
+    v = Verdict(n_accepted=1, token=5, emitted=[5, 5], p=[0.6, 0.1], q=[0.6, 0.8], alpha=[1.0, 0.125],
+                u=[0.3, 0.9], token_p=0.4, token_residual_prob=0.7)
+    _, resampled, bonus = new_records(v, [5, 7], cut_at_eos(v.emitted, eos), lambda t: "", show=False)
+    assert resampled is not None and (resampled.token_id, resampled.position) == (5, 1) and bonus is None
 
 def test_same_seed_same_trace_and_global_rng_untouched(lms):
     target, draft = lms

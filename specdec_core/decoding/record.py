@@ -34,22 +34,24 @@ def cut_at_eos(emitted: list[int], eos: int | None) -> list[int]:
 def new_records(verdict: Verdict, drafts: list[int], emitted: list[int], text: Callable[[int], str],
                 show: bool) -> tuple[list[DraftRecord], ResampledRecord | None, BonusRecord | None]:
     """The drafts' records (untested after the first rejection), and the resampled or bonus token's record
-    when it was emitted (an EOS among the accepted drafts, or the drop_bonus bug, leaves it out)."""
-    v, n = verdict, len(drafts)
+    when it was emitted (an EOS among the accepted drafts, or the drop_bonus bug, leaves it out). ``emitted``
+    is the verdict's accepted drafts then its new token, cut after an EOS (``cut_at_eos``): the new token was
+    emitted iff it outlasts the accepted drafts (by position: its id may well be an accepted draft's)."""
+    v = verdict
     records = [DraftRecord(
         token_id=tok, text=text(tok) if show else "", q=v.q[i], p=v.p[i], alpha=v.alpha[i],
         u=v.u[i] if (i <= v.n_accepted and v.u is not None) else None, accepted=i < v.n_accepted,
         tested=i <= v.n_accepted, p_raw=None if v.p_raw is None else v.p_raw[i],
         q_raw=None if v.q_raw is None else v.q_raw[i]) for i, tok in enumerate(drafts)]
     resampled = bonus = None
-    if v.rejected:
-        if v.token in emitted:
+    if len(emitted) > v.n_accepted:
+        if v.rejected:
             resampled = ResampledRecord(
                 token_id=v.token, text=text(v.token), p=v.token_p, position=v.n_accepted,
                 residual_prob=v.token_residual_prob, residual_top=with_text(v.residual_top, text),
                 p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text))
-    elif len(emitted) > n:
-        bonus = BonusRecord(token_id=v.token, text=text(v.token), p=v.token_p)
+        else:
+            bonus = BonusRecord(token_id=v.token, text=text(v.token), p=v.token_p)
     return records, resampled, bonus
 
 
