@@ -67,15 +67,38 @@ def test_sampled_tree_trace_round_trips(pair, siblings, rule):
     assert again.new_token_ids == trace.new_token_ids                   # one seed, one trace
 
 
+class ChainOnlyLookup:
+    """Prompt lookup without ``propose_tree``: a drafter that cannot draft trees."""
+    name = "chain-only lookup"
+
+    def __init__(self) -> None:
+        self.inner = NGramDrafter()
+
+    def start(self, prompt_ids: list[int]) -> int:
+        return self.inner.start(prompt_ids)
+
+    def propose(self, ids, k, policy):
+        return self.inner.propose(ids, k, policy)
+
+    def rollback(self, valid_len: int) -> None:
+        self.inner.rollback(valid_len)
+
+
 def test_chains_stay_chains(pair):
-    """tree_nodes = 0 writes no tree settings and no trees; a drafter that cannot draft trees runs chains."""
+    """tree_nodes = 0 writes no tree settings and no trees; with tree_nodes > 0 a drafter that cannot draft trees
+    runs chains, and prompt lookup, which can, drafts a tree every iteration."""
     target, draft = pair
     trace = speculative_generate(target, TreeTestDrafter(draft), PROMPT, SpecConfig(k=3, max_new_tokens=10))
     assert "tree_nodes" not in trace.config and "tree_top_k" not in trace.config
     assert all(it.tree is None for it in trace.iterations)
     assert all("tree" not in it for it in trace.to_dict()["iterations"])
-    ngram = speculative_generate(target, NGramDrafter(), PROMPT, SpecConfig(k=3, tree_nodes=8, max_new_tokens=10))
-    assert all(it.tree is None for it in ngram.iterations) or hasattr(NGramDrafter, "propose_tree")
+    cfg = SpecConfig(k=3, tree_nodes=8, max_new_tokens=10)
+    chains = speculative_generate(target, ChainOnlyLookup(), PROMPT, cfg)
+    assert all(it.tree is None for it in chains.iterations) and any(it.drafts for it in chains.iterations)
+    trees = speculative_generate(target, NGramDrafter(), PROMPT, cfg)
+    assert all(it.tree is not None and it.tree.siblings == "distinct" for it in trees.iterations)
+    assert any(it.tree.nodes for it in trees.iterations)
+    assert trees.new_token_ids == chains.new_token_ids                  # greedy: the target's text either way
 
 
 @pytest.mark.parametrize("bad,value", [(-1, "tree_nodes"), (65, "tree_nodes"), (1.5, "tree_nodes"),
