@@ -40,7 +40,7 @@ from ..bugs import NO_BUGS, InjectedBugs
 from ..drafters.tree import TreeProposal, children
 from ..sampling import Warping, acceptance_probs, inverse_cdf, residual_distribution, sample
 from ..trace import TREE_RULES as RULES
-from .verify import TOP_N, Top, _to_host, _top
+from .verify import Top, _top, host_values, sampled_to_host
 
 
 def rule_for(siblings: str, greedy: bool, bugs: InjectedBugs = NO_BUGS) -> str:
@@ -111,10 +111,9 @@ def verify_tree(logits: torch.Tensor, proposal: TreeProposal, warping: Warping,
         if show:
             raw_p = logits[rows].float().softmax(-1).gather(-1, x[:, None])[:, 0]
         q_x = _q_x(proposal, x, n, dev)
-        q_l, am, p_raw, q_raw = _to_host(q_x, argmax, raw_p, raw_q)
-        draws = [int(t) for t in am]
-        d = decide_tree(None, proposal, rule, draws=draws, q_x=q_l, bugs=bugs)
-        return _finish(d, proposal, None, None, p_raw, q_raw, show)
+        host = host_values(q=q_x, raw=(raw_p, raw_q), ids=argmax)
+        d = decide_tree(None, proposal, rule, draws=host.ids, q_x=host.q, bugs=bugs)
+        return _finish(d, proposal, None, None, host.p_raw, host.q_raw, show)
     p = warping.probs(logits)
     if show:
         raw_p = (p if warping.plain else logits.float().softmax(-1))[rows, x]
@@ -129,7 +128,7 @@ def verify_tree(logits: torch.Tensor, proposal: TreeProposal, warping: Warping,
     return _finish(d, proposal, None, p, d.p_raw, d.q_raw, show)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TreeDecision:
     """The walk for given randomness: the path, each node's test, and what the new token is (or is drawn from)."""
     rule: str
@@ -166,8 +165,9 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
         p_l = [float(tokens[i] == draws[parents[i] + 1]) for i in range(n)]
         path, status, stop = _walk_by_draw(tokens, parents, draws)
         leaf = not children(parents, stop)
-        return TreeDecision(rule, path, status, p_l, q_x, [None] * n, [None] * n, stop, leaf, draws[stop + 1],
-                            None, None, not (bugs.drop_bonus and leaf and path), raw[0], raw[1])
+        return TreeDecision(rule=rule, path=path, status=status, p=p_l, q=q_x, alpha=[None] * n, u=[None] * n,
+                            stop=stop, stopped_at_leaf=leaf, token=draws[stop + 1], drawn_from=None, p_stop=None,
+                            keeps_new_token=not (bugs.drop_bonus and leaf and path), p_raw=raw[0], q_raw=raw[1])
     dev = target_probs.device
     rows, x = _index(proposal, dev)
     p_x = target_probs[rows, x]
@@ -175,41 +175,46 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
     q_x = q_rows.gather(-1, x[:, None])[:, 0]
     if rule == "recursive_rejection":
         alpha_t, after = _recursive_tables(target_probs, q_rows, proposal)
-        p_l, q_l, a_l, u_l, p_raw, q_raw = _to_host(p_x, q_x, alpha_t, u, *raw)
-        path, status, stop = _walk_by_rejection(parents, a_l, u_l)
+        host = host_values(p=p_x, q=q_x, alpha=alpha_t, u=u, raw=raw)
+        path, status, stop = _walk_by_rejection(parents, host.alpha, host.u)
         kids = children(parents, stop)
         leaf = not kids
         p_stop = target_probs[stop + 1]
         drawn = p_stop if (leaf or bugs.resample_from_p) else after[kids[-1]]
         tested = [s != "untested" for s in status]
-        return TreeDecision(rule, path, status, p_l, q_l, [a if t else None for a, t in zip(a_l, tested)],
-                            [v if t else None for v, t in zip(u_l, tested)], stop, leaf, None, drawn, p_stop,
-                            not (bugs.drop_bonus and leaf and path), p_raw, q_raw)
+        return TreeDecision(rule=rule, path=path, status=status, p=host.p, q=host.q,
+                            alpha=[a if t else None for a, t in zip(host.alpha, tested)],
+                            u=[v if t else None for v, t in zip(host.u, tested)], stop=stop, stopped_at_leaf=leaf,
+                            token=None, drawn_from=drawn, p_stop=p_stop,
+                            keeps_new_token=not (bugs.drop_bonus and leaf and path), p_raw=host.p_raw,
+                            q_raw=host.q_raw)
     if rule != "target_draw":
         raise ValueError(f"unknown tree verification rule {rule!r}; expected one of {RULES}")
     if isinstance(draws, _LazyDraws):
-        p_l, q_l, p_raw, q_raw = _to_host(p_x, q_x, *raw)
-        y, p_y_l = draws, None
+        host = host_values(p=p_x, q=q_x, raw=raw)
+        y: list[int] | _LazyDraws = draws
     else:   # every row's draw and its p come with the walk's values, in one transfer
         draws_t = torch.as_tensor(draws, device=dev)
-        p_y = target_probs[torch.arange(n + 1, device=dev), draws_t]
-        p_l, q_l, y_l, p_y_l, p_raw, q_raw = _to_host(p_x, q_x, draws_t, p_y, *raw)
-        y = [int(t) for t in y_l]
+        host = host_values(p=p_x, q=q_x, raw=raw, ids=draws_t,
+                           ids_p=target_probs[torch.arange(n + 1, device=dev), draws_t])
+        y = host.ids
     path, status, stop = _walk_by_draw(tokens, parents, y)
     kids = children(parents, stop)
     p_stop = target_probs[stop + 1]
     token = y[stop + 1]
-    token_p = p_y_l[stop + 1] if p_y_l is not None else float(p_stop[token])
+    token_p = host.ids_p[stop + 1] if host.ids_p is not None else float(p_stop[token])
     drawn, token_res = p_stop, None
     if kids:   # y was none of the children: its law is p without them
         kid_tokens = sorted({tokens[c] for c in kids})
         drawn = p_stop.clone()
         drawn[torch.tensor(kid_tokens, device=dev)] = 0
         drawn = drawn / drawn.sum().clamp_min(1e-30)
-        kid_mass = sum(p_l[next(c for c in kids if tokens[c] == t)] for t in kid_tokens)
+        kid_mass = sum(host.p[next(c for c in kids if tokens[c] == t)] for t in kid_tokens)
         token_res = token_p / max(1.0 - kid_mass, 1e-30)
-    return TreeDecision(rule, path, status, p_l, q_l, [None] * n, [None] * n, stop, not kids, token, drawn,
-                        p_stop, not (bugs.drop_bonus and not kids and path), p_raw, q_raw, token_p, token_res)
+    return TreeDecision(rule=rule, path=path, status=status, p=host.p, q=host.q, alpha=[None] * n, u=[None] * n,
+                        stop=stop, stopped_at_leaf=not kids, token=token, drawn_from=drawn, p_stop=p_stop,
+                        keeps_new_token=not (bugs.drop_bonus and not kids and path), p_raw=host.p_raw,
+                        q_raw=host.q_raw, token_p=token_p, token_residual_prob=token_res)
 
 
 class _LazyDraws:
@@ -308,14 +313,9 @@ def _finish(d: TreeDecision, proposal: TreeProposal, token_t: torch.Tensor | Non
     else:
         tok = token_t if token_t is not None else torch.tensor(d.token, device=p.device)
         shown = [d.drawn_from, d.p_stop, _q_rows(proposal, p)[kids[0]]] if (show and kids) else []
-        tk = [torch.topk(r.float(), min(TOP_N, r.shape[-1])) for r in shown]
-        host = _to_host(tok.reshape(1), d.p_stop[tok].reshape(1), d.drawn_from[tok].reshape(1),
-                        *[t.values for t in tk], *[t.indices for t in tk])
-        token, token_p = int(host[0][0]), host[1][0]
-        res = None if d.stopped_at_leaf else host[2][0]
-        lists = [[(int(i), v) for v, i in zip(vals, idx) if v > 0]
-                 for vals, idx in zip(host[3:3 + len(tk)], host[3 + len(tk):])]
-        tops = dict(zip(("residual_top", "p_top", "q_top"), lists))
+        new = sampled_to_host(tok.reshape(1), d.p_stop, d.drawn_from, shown)
+        token, token_p, tops = new.token, new.p, new.tops
+        res = None if d.stopped_at_leaf else new.residual_prob
     emitted = [proposal.tokens[i] for i in d.path] + ([token] if d.keeps_new_token else [])
     return TreeVerdict(rule=d.rule, path=d.path, token=token, emitted=emitted, status=d.status, p=d.p, q=d.q,
                        alpha=d.alpha, u=d.u, stopped_at_leaf=d.stopped_at_leaf, token_p=token_p,

@@ -98,12 +98,12 @@ def verify(logits: torch.Tensor, proposal: Proposal, warping: Warping, generator
                proposal.raw_probs[rows, d_idx] if proposal.raw_probs is not None else None)
     d = decide(p, proposal, u, bugs, raw)
     shown_rows = [d.residual, p[d.n_accepted], d.q_row] if (d.rejected and show) else []
-    token_t = sample(d.drawn_from, generator)
-    token, token_p, token_res, tops = _sampled_to_host(token_t, p[d.n_accepted], d.residual, shown_rows)
+    new = sampled_to_host(sample(d.drawn_from, generator), p[d.n_accepted], d.residual, shown_rows)
     return Verdict(
-        n_accepted=d.n_accepted, token=token, emitted=_emitted(drafts, d.n_accepted, token, d.keeps_new_token),
-        p=d.p, q=d.q, alpha=d.alpha, u=d.u, token_p=token_p, token_residual_prob=token_res,
-        p_raw=d.p_raw, q_raw=d.q_raw, drawn_from=d.drawn_from, **tops)
+        n_accepted=d.n_accepted, token=new.token,
+        emitted=_emitted(drafts, d.n_accepted, new.token, d.keeps_new_token), p=d.p, q=d.q, alpha=d.alpha, u=d.u,
+        token_p=new.p, token_residual_prob=new.residual_prob, p_raw=d.p_raw, q_raw=d.q_raw,
+        drawn_from=d.drawn_from, **new.tops)
 
 
 def decide(target_probs: torch.Tensor, proposal: Proposal, u: torch.Tensor, bugs: InjectedBugs = NO_BUGS,
@@ -117,16 +117,17 @@ def decide(target_probs: torch.Tensor, proposal: Proposal, u: torch.Tensor, bugs
     q_x = draft_probs[rows, d_idx] if draft_probs is not None else torch.ones(n, device=target_probs.device)
     p_x = target_probs[rows, d_idx]
     alpha = acceptance_probs(p_x, q_x)
-    p_l, q_l, a_l, u_l, p_raw, q_raw = _to_host(p_x, q_x, alpha, u, *raw)
-    n_acc = first_rejection(u_l, a_l)
+    host = host_values(p=p_x, q=q_x, alpha=alpha, u=u, raw=raw)
+    n_acc = first_rejection(host.u, host.alpha)
     residual = q_row = None
     if n_acc < n:
         q_row = (draft_probs[n_acc] if draft_probs is not None
                  else point_mass(drafts[n_acc], target_probs.shape[-1], target_probs.device))
         residual = target_probs[n_acc] if bugs.resample_from_p else residual_distribution(target_probs[n_acc], q_row)
-    return Decision(n_accepted=n_acc, p=p_l, q=q_l, alpha=a_l, u=u_l,
+    return Decision(n_accepted=n_acc, p=host.p, q=host.q, alpha=host.alpha, u=host.u,
                     drawn_from=residual if residual is not None else target_probs[n], residual=residual,
-                    q_row=q_row, keeps_new_token=not (bugs.drop_bonus and n_acc == n > 0), p_raw=p_raw, q_raw=q_raw)
+                    q_row=q_row, keeps_new_token=not (bugs.drop_bonus and n_acc == n > 0), p_raw=host.p_raw,
+                    q_raw=host.q_raw)
 
 
 def _verify_greedy(logits: torch.Tensor, proposal: Proposal, bugs: InjectedBugs, show: bool) -> Verdict:
@@ -140,9 +141,9 @@ def _verify_greedy(logits: torch.Tensor, proposal: Proposal, bugs: InjectedBugs,
     p_x = alpha = (d_idx == argmax[:n]).float()
     raw_p = logits[:n].float().softmax(-1)[rows, d_idx] if show else None
     raw_q = proposal.raw_probs[rows, d_idx] if (show and proposal.raw_probs is not None) else None
-    p_l, q_l, a_l, _, p_raw, q_raw, argmax_l = _to_host(p_x, q_x, alpha, None, raw_p, raw_q, argmax)
-    n_acc = first_rejection([0.0] * n, a_l)
-    token = int(argmax_l[n_acc])
+    host = host_values(p=p_x, q=q_x, alpha=alpha, raw=(raw_p, raw_q), ids=argmax)
+    n_acc = first_rejection([0.0] * n, host.alpha)
+    token = host.ids[n_acc]
     tops: dict[str, Top] = {}
     if n_acc < n and show:
         one = [(token, 1.0)]
@@ -150,8 +151,8 @@ def _verify_greedy(logits: torch.Tensor, proposal: Proposal, bugs: InjectedBugs,
         tops = dict(residual_top=one, p_top=list(one), q_top=q_top)
     return Verdict(n_accepted=n_acc, token=token,
                    emitted=_emitted(drafts, n_acc, token, not (bugs.drop_bonus and n_acc == n > 0)),
-                   p=p_l, q=q_l, alpha=a_l, u=None, token_p=1.0, token_residual_prob=1.0,
-                   p_raw=p_raw, q_raw=q_raw, **tops)
+                   p=host.p, q=host.q, alpha=host.alpha, u=None, token_p=1.0, token_residual_prob=1.0,
+                   p_raw=host.p_raw, q_raw=host.q_raw, **tops)
 
 
 def _emitted(drafts: list[int], n_acc: int, token: int, keeps_token: bool) -> list[int]:
@@ -186,14 +187,47 @@ def _to_host(*parts: torch.Tensor | None) -> list[list[float] | None]:
     return out
 
 
-def _sampled_to_host(token: torch.Tensor, p_row: torch.Tensor, residual: torch.Tensor | None,
-                     top_rows: list[torch.Tensor]) -> tuple[int, float, float | None, dict[str, Top]]:
-    """The sampled token, its p (``p_row`` is p where it was drawn) and residual probability, and the
-    top-``TOP_N`` of each of ``top_rows`` (residual, p, q), in ONE transfer."""
+@dataclass(frozen=True)
+class HostValues:
+    """What a decision reads per drafted token (or tree node), on the host (``host_values``); None where
+    not asked for."""
+    p: list[float] | None = None         # warped p(x)
+    q: list[float] | None = None         # warped q(x)
+    alpha: list[float] | None = None
+    u: list[float] | None = None         # the uniforms
+    p_raw: list[float] | None = None     # display: unwarped p(x), q(x)
+    q_raw: list[float] | None = None
+    ids: list[int] | None = None         # a token per row: greedy's argmax, the target draw's draws
+    ids_p: list[float] | None = None     # p of each row's token
+
+
+def host_values(*, p: torch.Tensor | None = None, q: torch.Tensor | None = None,
+                alpha: torch.Tensor | None = None, u: torch.Tensor | None = None,
+                raw: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None),
+                ids: torch.Tensor | None = None, ids_p: torch.Tensor | None = None) -> HostValues:
+    """The given per-token tensors on the host, in ONE transfer (``_to_host``)."""
+    h = _to_host(p, q, alpha, u, raw[0], raw[1], ids, ids_p)
+    return HostValues(p=h[0], q=h[1], alpha=h[2], u=h[3], p_raw=h[4], q_raw=h[5],
+                      ids=None if h[6] is None else [int(t) for t in h[6]], ids_p=h[7])
+
+
+@dataclass(frozen=True)
+class SampledToken:
+    """The new token on the host (``sampled_to_host``)."""
+    token: int
+    p: float                             # its p where it was drawn
+    residual_prob: float | None          # its probability under what it was drawn from (None: none given)
+    tops: dict[str, Top]                 # residual_top, p_top, q_top as asked for (empty: none)
+
+
+def sampled_to_host(token: torch.Tensor, p_row: torch.Tensor, residual: torch.Tensor | None,
+                    top_rows: list[torch.Tensor]) -> SampledToken:
+    """The sampled token (a one-element tensor), its p (``p_row`` is p where it was drawn) and its probability
+    under ``residual``, and the top-``TOP_N`` of each of ``top_rows`` (residual, p, q), in ONE transfer."""
     tops = [torch.topk(r.float(), min(TOP_N, r.shape[-1])) for r in top_rows]
     host = _to_host(token, p_row[token], None if residual is None else residual[token],
                     *[t.values for t in tops], *[t.indices for t in tops])
     lists = [[(int(i), v) for v, i in zip(vals, idx) if v > 0]
              for vals, idx in zip(host[3:3 + len(tops)], host[3 + len(tops):])]
-    shown = dict(zip(("residual_top", "p_top", "q_top"), lists))
-    return int(host[0][0]), host[1][0], None if host[2] is None else host[2][0], shown
+    return SampledToken(token=int(host[0][0]), p=host[1][0], residual_prob=None if host[2] is None else host[2][0],
+                        tops=dict(zip(("residual_top", "p_top", "q_top"), lists)))
