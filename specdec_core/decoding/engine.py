@@ -17,43 +17,24 @@ tree, verify all its nodes in ONE target forward with a tree attention mask and 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
 from ..config import SpecConfig
-from ..drafters.base import DraftOutlook, Drafter, DraftPolicy, Proposal, outlook_of
-from ..policy.kpolicy import KPolicy, make_k_policy
+from ..drafters.base import DraftPolicy, Proposal, outlook_of
+from ..policy.kpolicy import make_k_policy
 from ..policy.roofline import shape_meta
 from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
 from .proposal_check import checked_proposal
 from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
+from .run_state import RunState
 from .target import TargetModel, _resolve_eos, as_drafter, normalize_input_ids
 from .tree_step import tree_step
 from .verify import verify
-
-
-@dataclass
-class _Run:
-    """What the loop works with, set up once per run."""
-    drafter: Drafter
-    tgt: TargetModel
-    gen: torch.Generator
-    policy: DraftPolicy                  # how drafts are drawn
-    warping: Warping                     # how the target's logits become p
-    k_policy: KPolicy
-    outlook: Callable[[list[int], int | None], DraftOutlook] | None
-    tree_nodes: int                      # > 0: draft token trees of up to this many nodes (the drafter can)
-    tree_top_k: int                      # a tree's most children per node
-    eos: int | None
-    reads_features: bool
-    trace: Trace
-    text: Callable[[int], str]           # one token's text (display)
-    running_text: RunningText            # the output text so far
 
 
 def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg: SpecConfig,
@@ -77,15 +58,14 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             # 1-4: draft, ONE target forward, verify, keep the accepted prefix (_chain_step, or tree_step)
             step = (tree_step(r, ids, nodes, k, r.tree_top_k, bugs, target, cfg.full_trace) if nodes
                     else _chain_step(r, ids, k, bugs, target, cfg.full_trace))
-            emitted = step.emitted
             # 5. record
             t_end = now_ms(device)
-            it = timed_iteration(trace, len(ids), nodes or k, k_reason, step.prop, step.verify_ms, t_iter, t_run,
-                                 t_end, step.drafts, step.resampled, step.bonus, emitted, step.tree)
+            it = timed_iteration(trace, step, start_len=len(ids), k=nodes or k, k_reason=k_reason, t_iter=t_iter,
+                                 t_run=t_run, t_end=t_end)
             add_iteration(trace, it, step.n_accepted, step.prop.forwards, tgt.forwards, t_end - t_run)
             r.k_policy.observe(it)
-            ids = ids + emitted
-            done = _finish_reason(emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
+            ids = ids + step.emitted
+            done = _finish_reason(step.emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
             if done:
                 trace.finish_reason = done
                 trace.text = r.running_text.final(trace.new_token_ids)
@@ -101,7 +81,8 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             trace.text = r.running_text.final(trace.new_token_ids)
 
 
-def _chain_step(r: _Run, ids: list[int], k: int, bugs: InjectedBugs, target: torch.nn.Module, show: bool) -> Step:
+def _chain_step(r: RunState, ids: list[int], k: int, bugs: InjectedBugs, target: torch.nn.Module,
+                show: bool) -> Step:
     """Steps 1-4 for a chain of up to k drafts (the module docstring)."""
     tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
     # 1. draft (checked: a proposal that breaks the protocol is refused)
@@ -120,11 +101,12 @@ def _chain_step(r: _Run, ids: list[int], k: int, bugs: InjectedBugs, target: tor
     tgt.rollback(valid)
     drafter.rollback(valid)
     drafts, resampled, bonus = new_records(verdict, prop.tokens, emitted, r.text, show)
-    return Step(prop, verify_ms, verdict.n_accepted, emitted, drafts, resampled, bonus)
+    return Step(prop=prop, verify_ms=verify_ms, n_accepted=verdict.n_accepted, emitted=emitted, drafts=drafts,
+                resampled=resampled, bonus=bonus)
 
 
 def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, tokenizer: Any,
-            eos_token_id: int | None, bugs: InjectedBugs, prompt: str, meta: dict | None) -> _Run:
+            eos_token_id: int | None, bugs: InjectedBugs, prompt: str, meta: dict | None) -> RunState:
     drafter = as_drafter(draft, target)
     eos = _resolve_eos(eos_token_id, tokenizer)
     reads_features = bool(getattr(drafter, "reads_features", False))
@@ -139,14 +121,14 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
                   prompt=prompt, prompt_ids=list(ids))
     k_policy = make_k_policy(cfg, target, drafter)   # "cost" calibrates here (once per process), before the clock
     trace.calibration = k_policy.calibration
-    return _Run(drafter=drafter, tgt=tgt, gen=gen, policy=policy,
-                warping=Warping(cfg.temperature, cfg.top_k, cfg.top_p), k_policy=k_policy,
-                outlook=outlook_of(drafter), tree_nodes=cfg.tree_nodes if hasattr(drafter, "propose_tree") else 0,
-                tree_top_k=cfg.tree_top_k, eos=eos, reads_features=reads_features, trace=trace,
-                text=token_texts(tokenizer), running_text=RunningText(tokenizer))
+    return RunState(drafter=drafter, tgt=tgt, gen=gen, policy=policy,
+                    warping=Warping(cfg.temperature, cfg.top_k, cfg.top_p), k_policy=k_policy,
+                    outlook=outlook_of(drafter), tree_nodes=cfg.tree_nodes if hasattr(drafter, "propose_tree") else 0,
+                    tree_top_k=cfg.tree_top_k, eos=eos, reads_features=reads_features, trace=trace,
+                    text=token_texts(tokenizer), running_text=RunningText(tokenizer))
 
 
-def _choose(r: _Run, max_k: int, ids: list[int]) -> tuple[int, int, str]:
+def _choose(r: RunState, max_k: int, ids: list[int]) -> tuple[int, int, str]:
     """(tree nodes, K or the tree's depth cap, the one-line reason); 0 nodes = a chain of K drafts. A tree only
     when one is asked for and the drafter can draft one; its size from the K policy where it prices trees."""
     outlook = r.outlook(ids, r.eos) if r.outlook else None
@@ -158,7 +140,7 @@ def _choose(r: _Run, max_k: int, ids: list[int]) -> tuple[int, int, str]:
     return (r.tree_nodes if k > 0 else 0), k, reason
 
 
-def _prefill(r: _Run, ids: list[int]) -> None:
+def _prefill(r: RunState, ids: list[int]) -> None:
     """Both caches get all but the last prompt token (the first iteration feeds that one)."""
     st = r.trace.stats
     st.draft_forwards += r.drafter.start(ids)

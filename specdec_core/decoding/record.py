@@ -60,7 +60,7 @@ def with_text(top: Top, text: Callable[[int], str]) -> list[list]:
     return [[i, text(i), prob] for i, prob in top]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Step:
     """What an iteration's steps 1-4 (a chain's in ``engine``, a tree's in ``tree_step``) leave for the record."""
     prop: Proposal | TreeProposal
@@ -73,18 +73,19 @@ class Step:
     tree: TreeRecord | None = None
 
 
-def timed_iteration(trace: Trace, start_len: int, k: int, k_reason: str, prop: Proposal | TreeProposal,
-                    verify_ms: float, t_iter: float, t_run: float, t_end: float, drafts: list[DraftRecord],
-                    resampled: ResampledRecord | None, bonus: BonusRecord | None,
-                    emitted: list[int], tree: TreeRecord | None = None) -> IterationRecord:
-    """The iteration's record with its timing: ``other_ms`` is what the drafts' forwards, the catch-up and
-    the verify forward leave of the iteration's wall time (sampling math, bookkeeping, rollback, records)."""
-    busy = sum(prop.forward_ms) + prop.catchup_ms + verify_ms
+def timed_iteration(trace: Trace, step: Step, *, start_len: int, k: int, k_reason: str, t_iter: float,
+                    t_run: float, t_end: float) -> IterationRecord:
+    """The iteration's record from its steps 1-4 (``step``), with its timing (the clock at the iteration's start
+    ``t_iter`` and end ``t_end``; ``t_run``: the run's start): ``other_ms`` is what the drafts' forwards, the
+    catch-up and the verify forward leave of the iteration's wall time (sampling math, bookkeeping, rollback,
+    records). ``k``: the drafts asked for (a tree: its nodes)."""
+    prop = step.prop
+    busy = sum(prop.forward_ms) + prop.catchup_ms + step.verify_ms
     return IterationRecord(
-        index=len(trace.iterations), start_len=start_len, k=k, drafts=drafts, resampled=resampled,
-        bonus=bonus, emitted=emitted, draft_ms=prop.forward_ms, verify_ms=verify_ms,
+        index=len(trace.iterations), start_len=start_len, k=k, drafts=step.drafts, resampled=step.resampled,
+        bonus=step.bonus, emitted=step.emitted, draft_ms=prop.forward_ms, verify_ms=step.verify_ms,
         other_ms=max(0.0, t_end - t_iter - busy), t_start_ms=t_iter - t_run, k_reason=k_reason,
-        catchup_ms=prop.catchup_ms, draft_stop=prop.stop, tree=tree)
+        catchup_ms=prop.catchup_ms, draft_stop=prop.stop, tree=step.tree)
 
 
 def add_iteration(trace: Trace, it: IterationRecord, n_accepted: int, draft_forwards: int,

@@ -12,7 +12,6 @@ the drafter can draft a tree), and the iteration's records.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -22,12 +21,13 @@ from ..timing import now_ms
 from ..trace import BonusRecord, DraftRecord, ResampledRecord, TreeNodeRecord, TreeRecord
 from .proposal_check import checked_tree_proposal
 from .record import Step, cut_at_eos, with_text
+from .run_state import RunState
 from .tree_verify import TreeVerdict, verify_tree
 
 
-def tree_step(r: Any, ids: list[int], n_nodes: int, depth: int, top_k: int, bugs: InjectedBugs,
+def tree_step(r: RunState, ids: list[int], n_nodes: int, depth: int, top_k: int, bugs: InjectedBugs,
               target: torch.nn.Module, show: bool) -> Step:
-    """Steps 1-4 (module docstring) from ``ids``; ``r`` is the engine's run (drafter, target, generator, ...)."""
+    """Steps 1-4 (module docstring) from ``ids``, with the run's drafter, target, generator, ... (``r``)."""
     tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
     # 1. draft a tree (checked: a proposal that breaks the protocol is refused)
     prop = checked_tree_proposal(drafter, ids, n_nodes, top_k, depth, r.policy, target, device)
@@ -49,7 +49,8 @@ def tree_step(r: Any, ids: list[int], n_nodes: int, depth: int, top_k: int, bugs
     else:
         drafter.rollback(valid)
     drafts, resampled, bonus, tree = tree_records(verdict, prop, emitted, r.text, show)
-    return Step(prop, verify_ms, len(drafts), emitted, drafts, resampled, bonus, tree)
+    return Step(prop=prop, verify_ms=verify_ms, n_accepted=len(drafts), emitted=emitted, drafts=drafts,
+                resampled=resampled, bonus=bonus, tree=tree)
 
 
 def tree_records(v: TreeVerdict, prop: TreeProposal, emitted: list[int], text: Callable[[int], str],
