@@ -1,4 +1,5 @@
-"""Pricing a token tree with the calibrated cost model (``costmodel``).
+"""Pricing a token tree with the calibrated cost model's costs (``costs``; ``costmodel`` prices chains with them
+and calls this module for the trees of a run).
 
 A tree iteration drafts N nodes and verifies them in one target forward over N + 1 tokens; it emits the
 accepted path and one more token. With a(d, r) = P(the r-th best child of a reached node at depth d − 1 is
@@ -21,7 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from .costmodel import Costs, fed_tokens
+from .costs import Costs, fed_tokens
 from ..drafters.tree import children, depths
 from ..trace import IterationRecord
 
