@@ -1,12 +1,8 @@
 """Lockstep: several generation streams advanced side by side, so that they share the machine's speed.
 
-A shared CPU's speed wanders. Measured on this project's 2-core machine: a one-token
-forward of the bundled target varied by 13 % from one forward to the next, the variation lasting about
-half a second (correlation 0.6 between neighbouring forwards, none five forwards apart). Runs of 1-4 s,
-one after the other, inherit it: the same prompt-lookup config run twice in a row, ten times, gave
-per-pair tokens/s ratios with a standard deviation of 17 % (story, K = 1) and 11 % (copy-code, K = 8),
-so ratios of policies a few percent apart were decided by chance. The same pairs advanced in lockstep:
-1.9 % and 2.0 %.
+A shared CPU's speed wanders on a scale of half a second, so runs of a few seconds made one after the other
+differ by more than the few per cent that separate two K policies; advanced in lockstep they share the
+machine's slow and fast moments (the figures: docs/cost-model.md, "The theory part of the benchmark").
 
 ``run_lockstep`` drives the streams of ``engine.stream_speculative`` and ``engine.stream_baseline``, one
 step (an iteration, or a baseline token) at a time, always advancing the stream that has used the least

@@ -5,20 +5,10 @@ projection and decoder layer (16.8 MB in float32) and its head over 16,384 vocab
 On a CPU such a step is memory-bound, and after each verify forward the target's weights have pushed the
 draft's out of the caches. Kept as int8, one scale per output row (symmetric: scale = row max ÷ 127), the
 same step reads a quarter of the bytes, and torch's weight-only int8 kernel (``torch._weight_int8pack_mm``,
-bf16 activations) computes it.
+bf16 activations) computes it: a feature-draft step takes about a third of the time.
 
-Measured on this project's 2-core AMD EPYC CPU (the shipped feature draft, one token after a
-60-token cache, 200 steps, two rounds): a whole draft step, head included, took 0.52–0.56 ms instead of
-1.51–1.56 ms with the bf16 head and float32 layer before it (1.63–1.71 ms all in float32), and 1.44–1.48 ms
-instead of 2.34–2.53 ms with the caches flushed before every step (what a step after a verify forward sees).
-The 1536 × 576 MLP matrix alone: 0.018 ms for one row instead of 0.074 in float32, and no slower than float32
-up to 256 rows.
-
-q changes a little, which keeps the sampling exact (the rule holds for any q), and the draft is as good: on
-the card's 32 held-out prompts (teacher-forced on the target's own T 0.7 answers) its first draft agreed with
-the target's greedy token 0.4659 of the time, against 0.4623 with the bf16 head and 0.4633 in float32, and
-its expected acceptance at T 0.7, sum of min(p, q), was 0.4872 against 0.4886 for both; through the engine,
-the card's K = 1 greedy acceptance is 0.524 against 0.525.
+q changes a little, which keeps the sampling exact (the rule holds for any q), and the draft is as good: its
+measured agreement and acceptance moved by less than 0.004. Figures: docs/trained-drafts.md, "Int8 decoding".
 
 Only on a CPU with native bf16 arithmetic (elsewhere bf16 activations would be emulated) and only where no
 gradient is wanted: the loaders turn it on (``use_int8_decoding``), training never sees it.

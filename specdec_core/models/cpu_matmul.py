@@ -1,27 +1,13 @@
 """A faster CPU path for linear layers fed a few tokens at once: every decode step and every verify forward.
 
-Measured on this project's 2-core machine (MKL, float32, 2 threads) with the bundled SmolLM2-135M, a forward
-of 1 / 2 / 3 / 4 / 8 new tokens over a 150-token cache took 42 / 67 / 83 / 64 / 66 ms with ``F.linear``.
-Two kernel choices cause it:
-- one row goes to GEMV, which runs on one core here (the same 42–46 ms with one thread or two);
-- 2–3 rows go to a GEMM shape that reads the weights more than once, and a GEMM whose small operand is
-  row-major (what a transposed previous result gives) is several times slower again.
-Written weight-major, ``W @ colsᵀ`` with ``cols`` contiguous (one row padded with a zero row so that it is a
-GEMM), the same forwards take 25–30 / 26–31 / 33–40 / 28–34 / 49–55 ms: the range over several runs,
-interleaved with the stock path, on a machine whose neighbours take some of its time. The one-token
-baseline gains as much as the verify (speedup ratios do not get easier), and the verify curve becomes
-nearly flat up to 4 tokens, as on a GPU.
-
-Some widths are slow in themselves: 3 rows, and 11–15 rows with two threads (a forward of 13–15 tokens
-took 88–107 ms against 58 ms for 16). Those are padded with zero rows to the width that is cheaper (3 → 4,
-11–15 → 16): a forward of n = 3 / 11 / 12 / 13–15 tokens then took 25 / 58–59 / 58 / 58–60 ms instead of
-28 / 64–65 / 70–71 / 88–107 (two threads, two interleaved series of 7 rounds), and 39 instead
-of 48 ms for 3 tokens with one thread. ``PAD_ROWS`` holds the table.
-
-With one thread, 5 rows and more are compute-bound: for 5–8 rows the two paths took 61–100 ms (weight-major)
-against 72–86 ms (stock) over two runs, and from 9 rows the stock kernel is ahead. So the path takes 1–4
-rows always, and up to ``SMALL_ROWS[1]`` rows with two threads or more. Off CPU, in other dtypes and for
-prefills the stock path is kept.
+For 1-16 rows ``F.linear`` picks poor kernels on this project's CPU (MKL, float32): a GEMV on one core for one
+row, GEMM shapes that read the weights more than once for 2-3 rows. Written weight-major, ``W @ colsᵀ`` with
+``cols`` contiguous (one row padded to two, so that it is a GEMM), forwards of 1-8 tokens take up to 60 % less
+time (the one-token baseline gains as much as the verify) and the verify curve is nearly flat up to 4 tokens,
+as on a GPU. Widths slow in themselves are padded with zero rows to a cheaper one (``PAD_ROWS``); with one
+thread only 1-4 rows take this path (from 5 rows the product is compute-bound and the stock kernel as fast),
+with more threads up to ``SMALL_ROWS[1]``. Off CPU, in other dtypes and for prefills the stock path is kept.
+The timings behind these choices: docs/benchmarks.md, "The CPU matrix-product path".
 
 It is the same matrix product in another summation order: logits agree with the stock path to ~1e-4
 (float32 rounding, the size of difference there already was between a one-token and a many-token forward).

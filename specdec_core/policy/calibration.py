@@ -1,10 +1,9 @@
 """Calibration: the measured cost of one target forward over n new tokens, t_verify(n), n = 1..n_max.
 
 The cost model in ``theory`` needs t_verify(n) as a curve, not a line: on a GPU it is nearly flat, on a
-CPU it is flat only for a few tokens and rises after, and it need not be monotonic (measured here with
-SmolLM2-135M in float32 on 2 threads, with ``cpu_matmul``: n = 1: 23 ms, 2: 24, 3: 25, 4: 25, 5: 35,
-6: 41, 7: 46, 8: 44, 9: 52; with plain ``F.linear`` n = 1, 2, 3, 4, 8 took 48, 84, 95, 72, 69). A run
-measures only the sizes it used, so a short calibration pass times the rest:
+CPU it is flat only for a few tokens and rises after, and it need not be monotonic (a curve measured here:
+docs/benchmarks.md, "The CPU matrix-product path"). A run measures only the sizes it used, so a short
+calibration pass times the rest:
 
 - one KV cache prefilled with ``context`` tokens (a realistic prompt length), then for each n one
   forward of n tokens with ``logits_to_keep = n`` (as the engine's verify keeps n logits), cropped

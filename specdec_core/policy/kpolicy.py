@@ -8,60 +8,14 @@
   position, time per iteration from the target's verify curve t_verify(n) (``calibration``; its level set
   by the run's first verify, its shape at each number of tokens fed corrected by what the run measured
   there), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts keep
-  failing. On this CPU t_verify is nearly flat up to 4 tokens and rises after (``cpu_matmul``); the policy
-  reads that from the curve rather than from a rule. What the drafter tells before drafting
-  (``drafters.DraftOutlook``) adds the rules below.
+  failing. What the drafter tells before drafting (``drafters.DraftOutlook``) adds rules of its own. With
+  token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``) the best chain competes with trees of 2 … N
+  nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of a(d, r).
 
-The engine calls ``choose`` before drafting and ``observe`` with the recorded iteration afterwards.
-
-The cost policy's priors and special rules, and what each is worth: how much longer the policy's run takes
-with it switched off, priced by the cost model on recorded greedy answers of the bundled model
-(``bench.replay``: the bench's 5 prompts, 40 held-out open-ended answers, 20 copy tasks; model drafts
-re-enacted the same way from each draft's greedy continuation after every prefix, 35 answers, with draft
-costs timed on a quiet and on a busy machine), geometric mean over nine verify curves (eight measured on
-this 2-core CPU, one flat as on a GPU), the worst curve in brackets. A rule stays when it is worth >= 1 % on
-the bench's prompts (together or one of them) or on a replayed group; the shape correction, which guards
-against a wrong calibration, by its worst case.
-
-- ``PRIOR_ALPHA`` = 0.5, worth ``PRIOR_WEIGHT`` = 1 observation: the acceptance of a draft position before
-  any draft there was tested (a deeper untested position takes the estimate of the one before it). Assuming
-  1.0 instead: bench prompts 1.0 % (2.5 %) and copies 1.4 % (2.8 %) with prompt lookup, token-only draft
-  1.2-1.8 %, feature draft 1.2 %, self-draft 0.7-2.4 %; 0.33: within 1 % everywhere; 0.2: the feature
-  draft's copies 1.1 %; 0.8: self-draft up to 1.7 %.
-- ``COPY_PRIOR`` = 0.98: prompt lookup's drafts are priced at least this while its match reaches back past
-  the answer's first token (all generated so far copies the source: a copy or quote task). Without it: bench
-  prompts 2.7 % (5.6 %), copies 6.3 % (8.9 %).
-- End-of-sequence horizon: prompt lookup never drafts past its source's end-of-sequence token, and a copy
-  plans its finish for the tokens up to it. Without it: the bench's copy-list 2.1 % (6.5 %), the five
-  prompts 0.4 % (1.4 %); the replayed copies run 0.2 % faster without it.
-- Finish plan, ``FINISH_HORIZON`` = 3: within 3 iterations at the cap of the run's end, the K that emits the
-  tokens left in the least expected time (``costmodel.finish_plan``: with every draft accepted, 18 tokens
-  are two iterations at K = 8 but three at K = 7). Without it: bench prompts 1.6 % (4.0 %), copies 0.7 %
-  (2.6 %), self-draft 1.7-5.2 %; the token-only draft runs 0.5 % faster without it.
-- Catch-up price: a draft model with more than ``CATCHUP_MIN`` tokens unseen (its prompt, or what was
-  emitted while it sat out) first runs a forward over them, learnt per token and added to the price of
-  drafting now. Without it: self-draft 2.6-7.4 % (up to 25 %).
-- Exploration, ``EXPLORE_BUDGET`` = 0.03: where K = 0 is predicted best, the policy still drafts at its best
-  K >= 1 one iteration in w + 1, w the smallest wait for which that iteration's extra time (over K = 0 for
-  the same tokens) is at most 3 % of the time spent; never where even perfect acceptance could not pay (a
-  draft as dear as the target). Without it: token-only draft, bench prompts 0.6-1.2 % and copies 0.6-1.5 %
-  (3.1 %); a budget of 0.1 instead: self-draft 2.1-6.3 %.
-- Shape correction, ``SHAPE_WEIGHT`` = 5: at each number of tokens fed, the mean of measured / (calibrated x
-  level), the calibration's shape worth 5 observations. Without it, deciding with another day's curve than
-  the one that prices the run (the 56 pairs of the eight CPU curves): bench prompts 8.8 %, copies 12.9 % on
-  the worst pair (0.3 % on average).
-
-Token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``): each iteration the best chain above competes
-with trees of 2 … N nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of
-a(d, r), the acceptance of the r-th best child at depth d given its parent was reached, learnt from every
-verified tree, and with a tree iteration's own draft and host times; a tree only where it predicts
-``TREE_MARGIN`` = 5 % more tokens per second (measured on held-out prompts, trees taken at any predicted gain
-ran 0.93–1.01 × the chain on this CPU: smaller gains are within the model's error). Before any was tested the
-best child is priced as a chain's draft at that depth and the r-th at ``SIBLING_PRIOR`` × 0.5^(r − 2) of what
-the best one misses (a prior not yet priced by replay as the rules above were).
-
-``DECAY`` (0.9) is the memory of every running estimate (acceptance, draft, catch-up and overhead times), not
-a prior: a memory of the whole run instead moves the replayed acceptance figures by less than 0.5 %.
+The engine calls ``choose`` (or ``choose_tree``) before drafting and ``observe`` with the recorded iteration
+afterwards. The cost policy's priors and rules are the constants below; each stays because switching it off
+was measured to cost the policy's runs time. What each is worth, and how that was measured: docs/cost-model.md,
+"What each rule is worth".
 """
 from __future__ import annotations
 
@@ -79,7 +33,7 @@ from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, fed_t
 from .tree_cost import best_tree_rate, branch_observations, tree_depth
 from ..trace import IterationRecord
 
-# What each is for and what it is worth: the table in the module docstring.
+# What each is worth: docs/cost-model.md, "What each rule is worth".
 PRIOR_ALPHA = 0.5      # acceptance assumed for a draft position before any draft there was tested
 PRIOR_WEIGHT = 1.0     # how many observations that prior is worth
 COPY_PRIOR = 0.98      # the least price of prompt lookup's drafts while all generated so far copies the source
