@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from scipy.stats._result_classes import BinomTestResult   # binomtest's result (scipy.stats' documented class)
 
 from .trace import Trace
 
@@ -41,17 +42,20 @@ ROUNDS = "interleaved rounds"
 CANT_TELL = "can't tell yet — run more tokens"
 
 
-@functools.lru_cache(maxsize=4096)
 def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion successes / trials (scipy's ``binomtest(...).proportion_ci``,
-    at the two-sided level of the normal quantile ``z``); (0, 1) with no trials. Cached: ``binomtest`` also
-    computes a p-value (about a millisecond) that the interval does not need, and Live asks for the same
-    counts again and again."""
+    """The Wilson score interval of a proportion successes / trials, scipy's (``binomtest(...).proportion_ci``,
+    ``method="wilson"``) at the two-sided level of the normal quantile ``z``; (0, 1) with no trials.
+
+    Built from ``binomtest``'s result class directly: ``binomtest`` itself also computes the test's p-value
+    (about a millisecond here), which the interval never reads, and ``fill_stats`` runs after every iteration,
+    inside the run's timed wall clock."""
     if trials < 0 or not 0 <= successes <= trials or successes != int(successes) or trials != int(trials):
         raise ValueError(f"need whole counts 0 <= successes <= trials, got {successes} of {trials}")
     if trials == 0:
         return 0.0, 1.0
-    ci = stats.binomtest(int(successes), int(trials)).proportion_ci(math.erf(z / math.sqrt(2)), method="wilson")
+    k, n = int(successes), int(trials)
+    result = BinomTestResult(k=k, n=n, alternative="two-sided", statistic=k / n, pvalue=math.nan)
+    ci = result.proportion_ci(confidence_level=math.erf(z / math.sqrt(2)), method="wilson")
     return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
 

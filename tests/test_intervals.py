@@ -25,6 +25,13 @@ def test_wilson_matches_published_values(x, n, low, high):
     assert lo == pytest.approx(low, abs=6e-5) and hi == pytest.approx(high, abs=6e-5)
 
 
+def test_wilson_is_scipys_binomtest_interval():
+    from scipy.stats import binomtest
+    for x, n in ((81, 263), (0, 20), (29, 29), (1, 1), (7, 8), (500, 1000)):
+        ci = binomtest(x, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert wilson(x, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
 def test_wilson_edges():
     assert wilson(0, 0) == (0.0, 1.0)
     assert wilson(0, 10)[1] == pytest.approx(1.959963984540054 ** 2 / (10 + 1.959963984540054 ** 2))  # x = 0
