@@ -16,20 +16,23 @@ from collections.abc import Mapping
 
 import gradio as gr
 
-from components.api import add_api, finish_api
-from components.context import AppContext
-from components.gpu import enable_zerogpu
-from components.lab_tabs import add_teaching_tabs
-from components.learn import CSS as LEARN_CSS, build_learn_tab
-from components.live import build_live_tab
-from components.messages import page_info
-from components.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
-from components.replay import MAX_BYTES, build_replay_tab
-from components.tokens import CSS as TOKENS_CSS
 from specdec_core import ModelPool, warm_up
-from components.limits import RunLimits
-from specdec_core.models.pool import max_model_bytes
+from specdec_core.limits import MAX_TRACE_BYTES
 from specdec_core.models.loading import install_bundled_model
+from specdec_core.models.pool import max_model_bytes
+
+from components.pages.context import AppContext
+from components.pages.learn import CSS as LEARN_CSS
+from components.pages.learn import build_learn_tab
+from components.pages.live import build_live_tab
+from components.pages.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
+from components.pages.replay import build_replay_tab
+from components.pages.teaching import add_teaching_tabs
+from components.render.tokens import CSS as TOKENS_CSS
+from components.serving.api import add_api, finish_api
+from components.serving.gpu import enable_zerogpu
+from components.serving.messages import page_info
+from components.serving.run_limits import RunLimits
 
 TITLE = "Speculative Decoding Explorer"
 DEFAULT_PORT = 7860
@@ -103,7 +106,7 @@ def main() -> None:
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                css=PAGE_CSS, js=KEYBOARD_JS, max_file_size=MAX_BYTES, ssr_mode=False, show_error=False)
+                css=PAGE_CSS, js=KEYBOARD_JS, max_file_size=MAX_TRACE_BYTES, ssr_mode=False, show_error=False)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python examples/record.py [--threads N] [--out DIR]
 
-Each example is a real run through the same pair set-up as the Live tab (``components.pairs``), with a
+Each example is a real run through the same pair set-up as the Live tab (``components.serving.pairs``), with a
 same-run target-only baseline, saved as "specdec-trace/1" JSON. Token ids are deterministic for a given
 seed; the timings are whatever this machine measures.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.pairs import (EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF,  # noqa: E402
+from components.serving.pairs import (EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF,  # noqa: E402
                               PAIR_TRAINED, resolve_pair)
 from specdec_core import (ModelPool, SpecConfig, Trace, baseline_generate, encode_prompt,  # noqa: E402
                           speculative_generate, warm_up)

@@ -1,13 +1,18 @@
-"""Run settings, validated on construction so every caller (CLI, UI, tests) gets the same errors."""
+"""Run settings, validated on construction so every caller (CLI, UI, tests) gets the same errors.
+
+The ceilings here (K, new tokens, tree nodes) are the engine's own, wider than what an entrance of the app or
+the CLI accepts (``limits``, checked first), so the library's long statistical runs fit; a seed has one bound
+everywhere (``limits.MAX_SEED``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .limits import MAX_TREE_TOP_K, check_seed
+
 MAX_K = 64
-MAX_NEW_TOKENS = 2048  # documented cap: a public demo must not be asked for unbounded generation
+MAX_NEW_TOKENS = 2048
 K_POLICIES = ("fixed", "heuristic", "cost")
 MAX_TREE_NODES = 64   # drafted nodes of a token tree per iteration (the trace's bound on drafts, like MAX_K)
-MAX_TREE_TOP_K = 8    # children per node
 DEFAULT_TREE_TOP_K = 4
 
 # The recommended settings (``recommended_config``): what the app's Live tab starts with, /generate's defaults
@@ -76,8 +81,7 @@ class SpecConfig:
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
         _check_int("seed", self.seed)
-        if not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed must be a non-negative integer below 2**63, got {self.seed}")
+        check_seed(self.seed)
 
     @property
     def greedy(self) -> bool:

@@ -13,8 +13,8 @@ import gradio as gr
 import pytest
 
 import app
-from components.api import API_NAMES, generate, pair_keys, validate_trace
-from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, pair_choices
+from components.serving.api import API_NAMES, generate, pair_keys, validate_trace
+from components.serving.pairs import DEFAULT_PAIR, PAIR_NGRAM, pair_choices
 from specdec_core import LoadedModel, ModelPool, Trace
 from specdec_core.cli import build_parser, config_from_args
 from specdec_core.config import recommended_config

@@ -11,14 +11,16 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from components import live
-from components.figure_base import instructive_index
-from components.live import change_pair, new_control, run_live, step_live
-from components.pairs import DEFAULT_PAIR, PAIR_NGRAM, PAIR_SELF, pair_choices, resolve_pair
-from components.session import make_config
-from components.replay import (EXAMPLES_DIR, MAX_BYTES, list_examples, load_example, read_trace_file,
+from components.pages import live
+from components.render.base import instructive_index
+from components.pages.live import change_pair, new_control, run_live, step_live
+from components.serving.pairs import DEFAULT_PAIR, PAIR_NGRAM, PAIR_SELF, pair_choices, resolve_pair
+from components.serving.inputs import make_config
+from specdec_core.limits import MAX_TRACE_BYTES
+from components.pages.replay import (EXAMPLES_DIR, list_examples, load_example, read_trace_file,
                                replay_example, replay_upload)
-from components.viewer import export_trace, target_index
+from components.pages.export import export_trace
+from components.pages.viewer import target_index
 from specdec_core import PRESETS, LoadedModel, ModelPool, SpecConfig, Trace, stream_baseline, stream_speculative
 from specdec_core.config import recommended_config
 
@@ -58,16 +60,16 @@ def _run(pool, pair=PAIR_NGRAM, prompt="Repeat exactly: red green blue, red gree
     ({"k": 0}, "K must be between 1 and 16"), ({"k": 17}, "K must be between 1 and 16"),
     ({"k": 2.5}, "K must be a whole number"), ({"k": "4"}, "K must be a whole number, got '4'"),
     ({"k": float("inf")}, "K must be a whole number, got inf"), ({"seed": float("-inf")}, "seed must be a whole"),
-    ({"temperature": -0.5}, "temperature must be between 0 (greedy) and 5"),
+    ({"temperature": -0.5}, "temperature must be between 0 (greedy) and 2"),
     ({"temperature": float("nan")}, "temperature must be a number, got nan"),
-    ({"temperature": float("inf")}, "temperature must be between 0 (greedy) and 5"),
+    ({"temperature": float("inf")}, "temperature must be a number, got inf"),
     ({"top_p": 0.0}, "top-p must be in (0, 1] (1 = off), got 0"), ({"top_p": float("nan")}, "top-p must be a number"),
-    ({"top_k": -1}, "top-k must be 0 (off) or more"), ({"seed": -1}, "seed must be a non-negative integer"),
+    ({"top_k": -1}, "top-k must be between 0 (off) and 1000000, got -1"), ({"seed": -1}, "seed must be between 0 and 9007199254740991, got -1"),
     ({"max_new_tokens": 0}, "max new tokens must be between 1 and 512"),
     ({"seed": None}, "seed must be a whole number"), ({"temperature": None}, "temperature must be a number"),
     ({"k_policy": "auto"}, "K policy must be one of fixed, heuristic, cost, got 'auto'"),
-    ({"confidence_stop": 1.0}, "the confidence stop must be a number from 0 (off) to 0.95, got 1.0"),
-    ({"confidence_stop": -0.1}, "the confidence stop must be a number from 0 (off) to 0.95"),
+    ({"confidence_stop": 1.0}, "the confidence stop must be between 0 (off) and 0.95, got 1"),
+    ({"confidence_stop": -0.1}, "the confidence stop must be between 0 (off) and 0.95"),
     ({"confidence_stop": None}, "the confidence stop must be a number"),
     ({"confidence_stop": float("nan")}, "the confidence stop must be a number"),
 ])
@@ -202,7 +204,7 @@ def test_sampling_run_records_the_uniform_draws(pool):
 
 @pytest.mark.parametrize("prompt, kw, message", [
     ("   ", {}, "prompt is empty"),
-    ("x" * 20_001, {}, "limit here is 20000"),
+    ("x" * 20_001, {}, "the limit is 20000"),
     ("hi", {"k": 99}, "K must be between"),
 ])
 def test_live_run_refuses_bad_input_with_a_clear_message(pool, prompt, kw, message):
@@ -334,9 +336,9 @@ def test_replay_refuses_malformed_files(tmp_path, name, make, message):
 
 def test_replay_refuses_an_oversized_file_before_parsing(tmp_path):
     d = _example_dict()
-    d["prompt"] = "x" * (MAX_BYTES + 10)          # valid JSON, valid-looking trace, but too big
+    d["prompt"] = "x" * (MAX_TRACE_BYTES + 10)          # valid JSON, valid-looking trace, but too big
     path = _write(tmp_path, "big.json", json.dumps(d).encode())
-    assert os.path.getsize(path) > MAX_BYTES
+    assert os.path.getsize(path) > MAX_TRACE_BYTES
     with pytest.raises(ValueError, match="up to 5 MB"):
         read_trace_file(path)
     with pytest.raises(gr.Error, match="5 MB"):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from components.export_html import replay_html
-from components.figure_base import instructive_index
-from components.replay import EXAMPLES_DIR
+from components.render.replay_html import replay_html
+from components.render.base import instructive_index
+from components.pages.replay import EXAMPLES_DIR
 from specdec_core import Trace
 from tools.browser import VIEWPORT, browser, chromium_missing
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from components.learn import CHAPTERS
+from components.pages.learn import CHAPTERS
 from tools.browser import (LEARN_CHAPTER_JS, LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing,
                            learn_part, learn_reveal, learn_run)
 

@@ -11,10 +11,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from components.live import page_defaults
-from components.pairs import PAIR_NGRAM
-from components.replay import EXAMPLES_DIR
-from components.url_state import parse_live_query
+from components.pages.live import page_defaults
+from components.serving.pairs import PAIR_NGRAM
+from components.pages.replay import EXAMPLES_DIR
+from components.pages.links import parse_live_query
 from specdec_core import Trace
 from tools.browser import browser, chromium_missing, open_page, set_number, show_tab
 

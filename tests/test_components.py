@@ -8,11 +8,11 @@ from itertools import accumulate
 import plotly.graph_objects as go
 import pytest
 
-from components import figures as F
-from components.measures import (accepted_length_counts, identical_to_baseline, measured_speedup, outcome,
+from components.render import figures as F
+from components.render.measures import (accepted_length_counts, identical_to_baseline, measured_speedup, outcome,
                                  position_counts, running_acceptance, speculative_progress)
-from components.summary import summary_html, summary_rows
-from components.tokens import tokens_html
+from components.render.summary import summary_html, summary_rows
+from components.render.tokens import tokens_html
 from specdec_core import Trace
 from specdec_core.policy.closed_form import expected_tokens, speedup
 

@@ -5,8 +5,8 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from components import cost_figures as CF
-from components import lab_figures as LF
+from components.render import cost as CF
+from components.render import lab as LF
 from specdec_core.teaching.sweeps import KRun, KSweep
 from specdec_core.trace import BaselineResult, DraftRecord, IterationRecord, Stats, Trace
 
@@ -85,7 +85,7 @@ def test_ksweep_draws_calibrated_and_naive_curves():
     sw.hindsight_tokens_per_s, sw.hindsight_ks = 31.5, [0, 3, 3, 1]
     line = next(t for t in LF.ksweep_figure(sw).data if (t.name or "").startswith("best K schedule in hindsight"))
     assert list(line.y) == [31.5, 31.5] and "0 3 3 1" in line.hovertext
-    from components.tab_ksweep import ksweep_md
+    from components.pages.teaching.ksweep import ksweep_md
     assert "31.5 tokens/s" in ksweep_md(sw) and "Knowing the output" not in ksweep_md(_sweep())
 
 
@@ -98,7 +98,7 @@ def test_theory_tab_draws_the_runs_calibrated_curve():
 
 
 def test_cost_ui_handlers():
-    from components import cost_ui as CU
+    from components.pages.teaching import cost as CU
     d = hand_trace().to_dict()
     pt = CU.cost_point(d, 6)
     assert pt is not None and len(pt.predicted) == 6 and pt.k == 2

@@ -9,13 +9,13 @@ import json
 import gradio as gr
 import pytest
 
-from components.anatomy import anatomy_figure
-from components.figures import FIGURE_IDS, outcomes_figure, residual_figure
-from components.figure_base import instructive_index
-from components.replay import EXAMPLES_DIR, replay_example
-from components.tab_simulator import simulator_on_open
-from components.tokens import tokens_html
-from components.viewer import build_viewer
+from components.render.anatomy import anatomy_figure
+from components.render.figures import FIGURE_IDS, outcomes_figure, residual_figure
+from components.render.base import instructive_index
+from components.pages.replay import EXAMPLES_DIR, replay_example
+from components.pages.teaching.simulator import simulator_on_open
+from components.render.tokens import tokens_html
+from components.pages.viewer import build_viewer
 from specdec_core import Trace
 
 

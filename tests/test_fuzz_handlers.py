@@ -17,9 +17,9 @@ import time
 import gradio as gr
 import pytest
 
-from components.live import change_pair, new_control, run_live, step_live
-from components.replay import replay_example, replay_upload
-from components.viewer import step_view
+from components.pages.live import change_pair, new_control, run_live, step_live
+from components.pages.replay import replay_example, replay_upload
+from components.pages.viewer import step_view
 from conftest import make_tiny_lm
 from specdec_core import LoadedModel, Trace
 from tools.fuzz import file_payloads, names_field, run_cases, step_cases

@@ -1,5 +1,5 @@
 """Untrusted text never reaches the page as markup: hostile values in every field of an uploaded trace, refused or
-shown, and the standalone replay built from such a trace. (URL parameters: tests/test_url_state.py.)"""
+shown, and the standalone replay built from such a trace. (URL parameters: tests/test_links.py.)"""
 from __future__ import annotations
 
 import copy
@@ -11,13 +11,14 @@ from typing import Any
 import gradio as gr
 import pytest
 
-from components.anatomy import anatomy_figure
-from components.export_html import MAX_ITERATIONS, anatomy_figures, export_replay_html, replay_html, script_json
-from components.figures import all_figures
-from components.messages import page_error, page_text
-from components.replay import EXAMPLES_DIR, list_examples, replay_upload
-from components.summary import summary_html
-from components.tokens import tokens_html
+from components.render.anatomy import anatomy_figure
+from components.pages.export import export_replay_html
+from components.render.replay_html import MAX_ITERATIONS, anatomy_figures, replay_html, script_json
+from components.render.figures import all_figures
+from components.serving.messages import page_error, page_text
+from components.pages.replay import EXAMPLES_DIR, list_examples, replay_upload
+from components.render.summary import summary_html
+from components.render.tokens import tokens_html
 from specdec_core import Trace
 
 HOSTILE = '<img src="x"><a href="javascript:alert(1)">a</a><script>alert(1)</script>&amp;'

@@ -143,7 +143,7 @@ def test_old_traces_load_and_bad_intervals_are_refused(tiny_trace):
 
 
 def test_an_eight_token_run_cannot_tell(bundled):
-    from components.summary import summary_line, summary_rows
+    from components.render.summary import summary_line, summary_rows
     from specdec_core.cli import summary_lines
     from specdec_core import encode_prompt, load_feature_draft
     model, tok = bundled

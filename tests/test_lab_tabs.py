@@ -7,8 +7,9 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from components import lab_tabs, tab_compare, tab_ksweep, tab_lab, tab_simulator, tab_theory
-from components.context import AppContext
+from components.pages import teaching as lab_tabs
+from components.pages.teaching import compare as tab_compare, ksweep as tab_ksweep, lab as tab_lab, simulator as tab_simulator, theory as tab_theory
+from components.pages.context import AppContext
 from specdec_core import InjectedBugs, LoadedModel, SpecConfig, Trace, speculative_generate
 from specdec_core.bugs import NO_BUGS
 from specdec_core.teaching.toy import make_toy_pair, pair_meta
@@ -196,7 +197,7 @@ def test_lab_on_the_bundled_model_with_prompt_lookup(pool):
 
 @pytest.mark.parametrize("value", [None, "3", True, 2.5, float("nan"), float("inf"), float("-inf")])
 def test_shared_conversions_name_the_setting(value):
-    from components.tab_helpers import as_float, as_int
+    from components.serving.inputs import as_float, as_int
     with pytest.raises(gr.Error, match="K must be a whole number"):
         as_int("K", value, 1, 16)
     if not isinstance(value, float) or value != value:

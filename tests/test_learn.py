@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from components.cost_figures import baseline_forwards_figure, forward_cost_figure
-from components.lab_figures import acceptance_by_temperature_figure
-from components.learn import CHAPTERS
-from components.learn import reveal as rv
-from components.learn.book import words
-from components.learn.nav import chapter_link, read_query, step, title_html
-from components.learn.runs import BUGS, need
-from components.learn.tab import N, go_step, go_to, open_from_url, reveal_chapter, run_chapter
+from components.render.cost import baseline_forwards_figure, forward_cost_figure
+from components.render.lab import acceptance_by_temperature_figure
+from components.pages.learn import CHAPTERS
+from components.pages.learn import reveal as rv
+from components.pages.learn.book import words
+from components.pages.learn.nav import chapter_link, read_query, step, title_html
+from components.pages.learn.runs import BUGS, need
+from components.pages.learn.tab import N, go_step, go_to, open_from_url, reveal_chapter, run_chapter
 from specdec_core import Trace
 
 TABS = ("learn", "live", "replay")
@@ -268,7 +268,7 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
 
 
 def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):
-    from components.learn import practice
+    from components.pages.learn import practice
     monkeypatch.setattr(practice, "predict_speedup", lambda trace, flat=False: 1.8)
     t = _trace()
     t.config.update(target_weights=134_515_008, target_layers=30, draft_weights=3_000_000, draft_layers=1)

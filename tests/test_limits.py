@@ -10,9 +10,9 @@ import time
 import gradio as gr
 import pytest
 
-from components.limits import (RunClock, RunLimits, acquire_in_turn, folder_usage, prune_exports)
-from components.live import new_control, run_live
-from components.pairs import PAIR_NGRAM
+from components.serving.run_limits import (RunClock, RunLimits, acquire_in_turn, folder_usage, prune_exports)
+from components.pages.live import new_control, run_live
+from components.serving.pairs import PAIR_NGRAM
 from conftest import fault_on_forward
 from specdec_core import LoadedModel, Trace
 from specdec_core.models.pool import FairLock
@@ -200,7 +200,7 @@ def test_closing_a_run_mid_stream_frees_the_model_at_once(pool):
 
 
 def test_generate_over_the_limit_is_cut_and_keeps_its_trace(pool, monkeypatch):
-    from components.api import generate
+    from components.serving.api import generate
     monkeypatch.setenv("SPECDEC_MAX_RUN_TOKENS", "5")
     trace_dict, summary = generate(pool, PROMPT, PAIR_NGRAM, k=4, max_new_tokens=40, baseline=True)
     trace = Trace.from_dict(trace_dict)
@@ -209,7 +209,7 @@ def test_generate_over_the_limit_is_cut_and_keeps_its_trace(pool, monkeypatch):
 
 
 def test_generate_reports_a_fault_and_frees_the_model(pool):
-    from components.api import generate
+    from components.serving.api import generate
     model = pool.bundled.model
     handle = model.register_forward_pre_hook(lambda m, a, k: (_ for _ in ()).throw(KeyError("boom")), with_kwargs=True)
     try:

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from components import palette as pal
-from components.anatomy import N_STAGES, STAGES, anatomy_figure
-from components.presenter import presenter_fold, presenter_from_url
-from components.viewer import (FAR, PAUSE_LABEL, PLAY_LABEL, build_viewer, check_pace, play_tick, render_iteration,
+from components.render import palette as pal
+from components.render.anatomy import N_STAGES, STAGES, anatomy_figure
+from components.pages.presenter import presenter_fold, presenter_from_url
+from components.pages.viewer import (FAR, PAUSE_LABEL, PLAY_LABEL, build_viewer, check_pace, play_tick, render_iteration,
                                set_pace, step_view, toggle_play)
 from specdec_core import Trace
 

@@ -83,7 +83,8 @@ def test_the_shipped_feature_draft_counts_its_own_layer_and_its_vocabulary_rows(
 def test_the_theory_tabs_what_if_figure_and_table(tiny_pair):
     from specdec_core import baseline_generate
     from specdec_core.policy.roofline import here_id
-    from components.whatif import update_whatif, whatif_figure, whatif_md, whatif_rows
+    from components.pages.teaching.whatif import update_whatif
+    from components.render.whatif import whatif_figure, whatif_md, whatif_rows
     t, d = tiny_pair
     cfg = SpecConfig(max_new_tokens=24)
     tr = speculative_generate(t, d, [1, 2, 3], cfg)

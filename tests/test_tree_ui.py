@@ -9,18 +9,18 @@ import json
 import gradio as gr
 import pytest
 
-from components import palette as pal
-from components.anatomy import anatomy_figure
-from components.tree_figures import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
-from components.figures import positions_figure
-from components.figure_base import instructive_index
-from components.lab_figures import ksweep_figure
-from components.measures import outcome, position_counts, running_acceptance
-from components.replay import load_example
-from components.session import make_config
-from components.tokens import tokens_html
-from components.tab_ksweep import ksweep_md, ksweep_table
-from components.viewer import render_iteration, render_trace
+from components.render import palette as pal
+from components.render.anatomy import anatomy_figure
+from components.render.tree import has_trees, sibling_order, tidy_rows, tree_figure, tree_mask_figure, walk_text
+from components.render.figures import positions_figure
+from components.render.base import instructive_index
+from components.render.lab import ksweep_figure
+from components.render.measures import outcome, position_counts, running_acceptance
+from components.pages.replay import load_example
+from components.serving.inputs import make_config
+from components.render.tokens import tokens_html
+from components.pages.teaching.ksweep import ksweep_md, ksweep_table
+from components.pages.viewer import render_iteration, render_trace
 from specdec_core import Trace
 from specdec_core.models.tree_attention import visibility
 from specdec_core.teaching.sweeps import KRun, KSweep
@@ -301,7 +301,7 @@ def test_replay_opens_a_tree_trace_on_a_tree_with_a_path():
 
 
 def test_the_theory_figure_takes_no_chain_alpha_from_tree_paths():
-    from components.figures import theory_figure
+    from components.render.figures import theory_figure
     only_trees = theory_figure(_trace(_branchy()))
     assert "no chain α̂, no closed form" in only_trees.layout.title.text
     assert not any((t.name or "").startswith("naive closed form") for t in only_trees.data)

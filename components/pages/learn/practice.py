@@ -1,0 +1,188 @@
+"""Learn, chapters 6–11: practice. What temperature does to acceptance, when speculation pays (α, c, K, the
+verify's cost, the same run priced on other hardware), choosing a draft, choosing K, token trees (``trees``),
+and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
+"""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from specdec_core import Trace
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c
+from specdec_core.policy.costmodel import predict_speedup
+from specdec_core.policy.roofline import gpu_name
+
+from components.pages.learn import reveal as rv
+from components.pages.learn.basics import later, note, run_summary
+from components.pages.learn.book import Chapter, Guess, Step
+from components.pages.learn.runs import (FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k, trace_run,
+                                         verify_curve)
+from components.pages.learn.trees import TREES
+from components.render.cost import forward_cost_figure
+from components.render.figures import outcomes_figure, positions_figure, race_figure, theory_figure
+from components.render.lab import acceptance_by_temperature_figure, compare_figure, ksweep_figure
+from components.render.whatif import whatif_figure, whatif_rows
+from components.serving.pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, Pool
+
+POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
+CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
+K_MAX = 6
+TEMPERATURES = (0.3, 0.7, 1.0)       # the first is run, the others revealed
+
+
+def alpha_c(trace: Trace) -> str:
+    a, c = estimate_alpha(trace), estimate_c(trace)
+    return html.escape(f"Measured: α̂ = {'–' if a is None else f'{a:.2f}'} (mean min(1, p/q) of the tested drafts), "
+                       f"ĉ = {'–' if c is None else f'{c:.3f}'} (draft forward ÷ verify forward), K = "
+                       f"{trace.config.get('k')}.")
+
+
+# --- 6. temperature and acceptance ------------------------------------------------------------------------
+
+def _temperature_run(pool: Pool, temperature: float) -> Trace:
+    return trace_run(pool, PAIR_FEATURE, POEM, config(4, temperature, 32), baseline=False)
+
+
+def run_temperature(pool: Pool, setting: Any = None) -> Step:
+    trace = _temperature_run(pool, TEMPERATURES[0])
+    row = rv.acceptance_row(trace)
+    return Step([positions_figure(trace), later("Acceptance vs. temperature")],
+                note(html.escape(run_summary(trace)),
+                     html.escape(f"At T = {TEMPERATURES[0]:g}: {row[2]} of {row[1]} tested drafts accepted.")),
+                memo={"rows": [row]})
+
+
+def reveal_temperature(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    rows = list(need(memo, "rows")) + [rv.acceptance_row(_temperature_run(pool, t)) for t in TEMPERATURES[1:]]
+    return Step([None, acceptance_by_temperature_figure(rows)], answer=rv.reveal_temperature(str(guess), rows))
+
+
+TEMPERATURE = Chapter(
+    "temperature", "Does temperature change acceptance?",
+    "A rule of thumb says the temperature does not change how often drafts are accepted: both p and q are warmed "
+    "alike. Put it to the test. The engine applies the same temperature (and top-k, top-p) to p and q before the "
+    "test u < min(1, p/q), as exactness requires.\n\n"
+    f"**Run** samples 32 tokens of a poem with the trained draft at T = {TEMPERATURES[0]:g}; the chart shows "
+    f"acceptance at each draft position. Guess: at T = {TEMPERATURES[-1]:g}, is acceptance lower, about the same "
+    f"(within 10 %), or higher? Reveal runs the same prompt at T = "
+    f"{' and '.join(f'{t:g}' for t in TEMPERATURES[1:])}.",
+    Guess(f"at T = {TEMPERATURES[-1]:g} acceptance will be…", "about the same",
+          choices=("lower", "about the same", "higher")),
+    run_temperature, reveal_temperature)
+
+
+# --- 7. when it pays ---------------------------------------------------------------------------------------
+
+def run_pays(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, 0.0, 32), baseline=True)
+    return Step([positions_figure(trace), later("Measured vs. theory")],
+                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"trace": trace})
+
+
+def reveal_pays(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    trace = need(memo, "trace")
+    return Step([whatif_figure(trace, whatif_rows(trace, gpu_name())), theory_figure(trace, k_max=K_MAX)],
+                answer=rv.reveal_speedup(float(guess), trace, predict_speedup(trace, flat=True)))
+
+
+PAYS = Chapter(
+    "pays", "When it pays: α, c and K",
+    "Three numbers decide. **α**: how often a draft is accepted. **c**: a draft forward's cost over a target "
+    "forward. **K**: drafts per iteration. An iteration pays K draft forwards and one verify, and emits "
+    "(1 − α^(K+1)) / (1 − α) tokens on average, so the closed form predicts a speedup of that over cK + 1 — "
+    "*if* a verify costs one target forward. Below the break-even α, speculation loses.\n\n"
+    "**Run** writes a short poem with the trained draft (K = 4), then the baseline does; the note gives the run's α̂ and ĉ, "
+    "the chart acceptance at each draft position. Guess the measured speedup. Reveal sets it against the closed "
+    "form and this CPU's cost model, and prices the same run on other hardware.",
+    Guess("the measured speedup over the baseline (×)?", 1.0, 0.25, 3.0, 0.05),
+    run_pays, reveal_pays)
+
+
+# --- 8. choosing a draft -----------------------------------------------------------------------------------
+
+def run_drafts(pool: Pool, setting: Any = None) -> Step:
+    sel = compare_drafts(pool, CODE, config(4, 0.0, 24))
+    rows = "; ".join(f"{r.name}: ×{r.mean_speedup:.2f}" for r in sel.ranking)
+    return Step([compare_figure(sel), later("On an open-ended prompt")],
+                note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows})
+
+
+def reveal_drafts(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    need(memo, "copy")
+    sel = compare_drafts(pool, POEM, config(4, 0.0, 24))
+    rows = [(r.name, r.mean_speedup, r.mean_acceptance) for r in sel.ranking]
+    return Step([None, compare_figure(sel)], answer=rv.reveal_draft(str(guess), rows))
+
+
+DRAFTS = Chapter(
+    "drafts", "Choosing a draft",
+    "No draft fits every job. **Prompt lookup** copies: it finds the last few tokens earlier in the text and "
+    "proposes what followed them; free, and right whenever the answer repeats the prompt. The two **trained "
+    "drafts** are small networks that guess any text at a small cost per draft: the *token-only* one sees the "
+    "tokens, the *feature-reading* one also reads the target's last hidden state.\n\n"
+    "**Run** sets all three against the baseline on a copying prompt (rename a variable in a short function). "
+    "Now guess: on an open-ended prompt — a short poem — which wins? Reveal runs it. Any draft must share the "
+    "target's tokenizer, not just its vocabulary size: otherwise its token ids mean other words to the target.",
+    Guess("on the open-ended prompt, which wins?", FEATURE, choices=(NGRAM, TOKEN_ONLY, FEATURE)),
+    run_drafts, reveal_drafts)
+
+
+# --- 9. choosing K -----------------------------------------------------------------------------------------
+
+def run_k(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_NGRAM, CODE, config(4, 0.0, 24), baseline=False)
+    verify_ms = verify_curve(pool, K_MAX + 1)
+    return Step([positions_figure(trace), forward_cost_figure(verify_ms)],
+                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms})
+
+
+def reveal_k(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    verify_ms = need(memo, "verify_ms")
+    sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24))
+    rows = [(r.k, r.tokens_per_s) for r in sw.runs]
+    return Step([ksweep_figure(sw), None],
+                answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, verify_ms))
+
+
+CHOOSE_K = Chapter(
+    "k", "Choosing K",
+    "More drafts per iteration can mean more tokens per verify, but the j-th draft survives only if every one "
+    "before it did (about α^j), and each draft adds its own cost and lengthens the verify.\n\n"
+    "**Run** has prompt lookup rewrite a short function at K = 4 — the answer copies the prompt, and its drafts "
+    f"cost nearly nothing — and times this device's forward over 1 … {K_MAX + 1} tokens. The charts show acceptance at each "
+    f"draft position and that cost curve. Guess the fastest K; Reveal sweeps K = 1 … {K_MAX}, every run side by "
+    "side with the baseline. With a flat, GPU-like verify the best K would be larger: the right K depends on the "
+    "hardware, not only on α.",
+    Guess("the fastest K here?", 4, 1, K_MAX, 1),
+    run_k, reveal_k)
+
+
+# --- 10. pitfalls -------------------------------------------------------------------------------------------
+
+def run_costly(pool: Pool, setting: Any = None) -> Step:
+    trace = trace_run(pool, PAIR_SELF, POEM, config(4, 0.0, 24), baseline=True)
+    return Step([outcomes_figure(trace), later("Race against the baseline")],
+                note(html.escape(run_summary(trace)), html.escape(f"Acceptance: {trace.stats.acceptance_rate:.0%}.")),
+                memo={"trace": trace})
+
+
+def reveal_costly(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+    trace = need(memo, "trace")
+    return Step([None, race_figure(trace)], answer=rv.reveal_costly_draft(str(guess), trace))
+
+
+PITFALLS = Chapter(
+    "pitfalls", "Pitfalls",
+    "Rules of thumb say speculation always helps. Test one: here the target **drafts for itself**, so q = p and "
+    "every draft is accepted, as the chart shows. **Run**, then guess: faster or slower than the baseline?\n\n"
+    "Two more classic mistakes. A draft **sampled at another temperature** than the q the rule uses biases the "
+    "output (chapter 5's bug). A draft with **another tokenizer** proposes ids that mean other words to the "
+    "target, even with a vocabulary of the same size; the app refuses such pairs, naming the check they fail "
+    "(the Draft comparison tab shows one).",
+    Guess("with a draft as costly as the target, speculation is…", "slower", choices=("faster", "slower")),
+    run_costly, reveal_costly)
+
+
+CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, PITFALLS)
+
+__all__ = ["CHAPTERS", "TEMPERATURE", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]

@@ -1,0 +1,305 @@
+"""The answers of the Learn tab's predict-then-reveal: pure functions from the learner's guess and what a
+run measured to one short HTML block (the guess, the measurement, one line of why). Nothing here runs a
+model, and nothing an answer states is fixed in advance: every number comes from the run passed in.
+All text is escaped here (model tokens and values reach the page through these blocks).
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from specdec_core import Trace
+from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
+from specdec_core.trace import DraftRecord, IterationRecord
+
+from components.render.base import instructive_index
+from components.render.measures import identical_to_baseline, measured_speedup
+
+
+def shown(text: str, limit: int = 24) -> str:
+    """A token for a sentence: quoted, whitespace made visible, cut at ``limit`` (not escaped yet)."""
+    s = text.replace("\n", "↵").replace("\t", "⇥")
+    return "“" + (s if len(s) <= limit else s[: limit - 1] + "…") + "”"
+
+
+def answer_html(guess: str, measured: str, why: str, hit: bool | None = None) -> str:
+    """The reveal block: the guess next to the measurement, a mark when the guess can be judged, the why."""
+    mark = "" if hit is None else (" ✓ right" if hit else " ✗ not this time")
+    cls = "" if hit is None else (" sd-learn-hit" if hit else " sd-learn-miss")
+    return (f'<div class="sd-learn-reveal{cls}"><p><b>Your guess:</b> {html.escape(guess)} &nbsp;·&nbsp; '
+            f'<b>This run:</b> {html.escape(measured)}<b>{html.escape(mark)}</b></p>'
+            f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>')
+
+
+def close(guess: float, value: float, rel: float = 0.2, abs_: float = 0.0) -> bool:
+    """A numeric guess counts as right within ``rel`` of the value (or ``abs_``, whichever is larger)."""
+    return abs(guess - value) <= max(abs(value) * rel, abs_)
+
+
+# --- choosing what to show -------------------------------------------------------------------------------
+
+def iteration(trace: Trace, index: int) -> IterationRecord:
+    return next(it for it in trace.iterations if it.index == index)
+
+
+# --- one token per forward --------------------------------------------------------------------
+
+def forward_ratio(verify_ms: Sequence[float], n: int) -> float:
+    """t(n) / t(1): what one forward over n tokens costs in one-token forwards."""
+    if not 1 <= n <= len(verify_ms) or verify_ms[0] <= 0:
+        raise ValueError(f"need a measured curve up to n = {n} with t(1) > 0")
+    return verify_ms[n - 1] / verify_ms[0]
+
+
+def reveal_forward_cost(guess: float, verify_ms: Sequence[float], n: int = 8) -> str:
+    r = forward_ratio(verify_ms, n)
+    gain = "still far less than" if r < 0.6 * n else "close to" if r < n * 0.95 else "no less than"
+    why = (f"a GPU streams the weights from memory once per forward, so {n} tokens cost about one forward; this "
+           f"CPU does the arithmetic for each token: {n} tokens in one forward took {r:.2f} × a one-token forward "
+           f"({verify_ms[n - 1]:.0f} vs {verify_ms[0]:.0f} ms), {gain} the {n} forwards the baseline would pay.")
+    return answer_html(f"{guess:g} ×", f"{r:.2f} ×", why, close(guess, r, 0.25, 0.35))
+
+
+# --- draft, then verify in one forward ---------------------------------------------------------
+
+def reveal_kept(guess: int, trace: Trace, index: int) -> str:
+    it = iteration(trace, index)
+    kept = sum(d.accepted for d in it.drafts)
+    n = len(it.drafts)
+    greedy = trace.config.get("temperature", 0) == 0
+    if kept == n:
+        why = (f"the target agreed with all {n} drafts, so the same forward also gave a bonus token: "
+               f"{n + 1} tokens for one target forward.")
+    else:
+        d = it.drafts[kept]
+        test = ("was not the target's own choice" if greedy else
+                f"had α = min(1, p/q) = {d.alpha:.2f} and the draw u = {d.u:.2f} was not below it"
+                if d.u is not None else "was rejected")
+        repl = it.resampled.text if it.resampled is not None else ""
+        why = (f"draft {kept + 1} {shown(d.text)} {test}; the target put {shown(repl)} there instead and threw "
+               f"away the {n - kept - 1} draft{'s' if n - kept - 1 != 1 else ''} after it: {kept + 1} token"
+               f"{'s' if kept else ''} from one target forward.")
+    return answer_html(f"{guess} of {n}", f"{kept} of {n} kept", why, guess == kept)
+
+
+# --- greedy output is the baseline's ----------------------------------------------------------
+
+def reveal_identical(guess: str, trace: Trace) -> str:
+    same = identical_to_baseline(trace)
+    if same is None:
+        raise ValueError("the run has no baseline to compare with")
+    n = len(trace.new_token_ids)
+    greedy = trace.config.get("temperature", 0) == 0
+    measured = f"identical ({n} tokens)" if same else "different"
+    if greedy:
+        why = ("in greedy decoding a draft survives only if it is the target's argmax, and a rejected one is "
+               "replaced by the target's own choice, so every token is the one the baseline picks"
+               + ("." if same else " (a tie between two equally likely tokens can still split them)."))
+    else:
+        why = ("sampling keeps the target's distribution, not its draws: the speculative run spends its random "
+               "numbers on u and on the residual, so the same seed gives another sample"
+               + (" (here they happened to agree)." if same else "."))
+    return answer_html(guess, measured, why, (guess == "identical") == same)
+
+
+# --- α = min(1, p/q) ----------------------------------------------------------------------------
+
+def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] = (0.05, 0.95)) -> tuple[int, int] | None:
+    """(iteration, draft) to ask α about: a tested draft whose q is at least ``min_q`` (its p and q read well
+    at three decimals), the first whose α is within ``toss`` (a real coin toss) in an iteration with a rejection (so the
+    residual can be shown), else in any iteration, else the first such draft, else the first draft of the
+    iteration a run opens on (``render.base.instructive_index``); None when nothing was drafted."""
+    tested = [(it, j, d) for it in trace.iterations for j, d in enumerate(it.drafts) if d.tested and d.q >= min_q]
+    def tossed(d: DraftRecord) -> bool:
+        return toss[0] <= d.alpha <= toss[1]
+    for ok in (lambda it, d: tossed(d) and it.resampled is not None, lambda it, d: tossed(d), lambda it, d: True):
+        for it, j, d in tested:
+            if ok(it, d):
+                return it.index, j
+    i = instructive_index(trace)
+    return None if i is None or not iteration(trace, i).drafts else (i, 0)
+
+
+def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
+    d = iteration(trace, index).drafts[j]
+    verdict = ("accepted" if d.accepted else "rejected") if d.u is not None else "decided without a draw"
+    why = (f"draft {j + 1} {shown(d.text)} has p = {d.p:.3g} and q = {d.q:.3g}, so α = min(1, {d.p:.3g} / {d.q:.3g}) = "
+           f"{d.alpha:.3f}; the draw u = {'–' if d.u is None else f'{d.u:.3f}'}: {verdict}. A rejected draft is "
+           "replaced by a draw from norm(max(0, p − q)): the mass the draft under-proposed.")
+    return answer_html(f"{guess:.2f}", f"α = {d.alpha:.3f}", why, close(guess, d.alpha, 0.0, 0.05))
+
+
+# --- exactness --------------------------------------------------------------------------------
+
+def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float, p_value: float | None) -> str:
+    measured = {"exact": "no bias detected", "biased": "biased", "inconclusive": "inconclusive"}[verdict]
+    pv = "–" if p_value is None else f"{p_value:.3g}"
+    why = (f"with “{bug}” the sampled frequencies are {tv:.3f} away from the target's exact distribution "
+           f"(total variation; an exact sampler at this N: about {tv_noise:.3f}), chi-square p = {pv}.")
+    hit = None if verdict == "inconclusive" else (guess == "stays exact") == (verdict == "exact")
+    return answer_html(guess, measured, why, hit)
+
+
+# --- temperature and acceptance ---------------------------------------------------------------------------
+
+def acceptance_row(trace: Trace) -> tuple[float, int, int, float | None]:
+    """(temperature, drafts tested, drafts accepted, mean α of the tested drafts) of a run."""
+    tested = sum(d.tested for it in trace.iterations for d in it.drafts)
+    accepted = sum(d.accepted for it in trace.iterations for d in it.drafts)
+    return float(trace.config.get("temperature", 0.0)), tested, accepted, estimate_alpha(trace)
+
+
+def trend(low: float, high: float, same: float = 0.1) -> str:
+    """"lower", "about the same" or "higher": ``high`` against ``low``, within ``same`` (relative) = the same."""
+    if abs(high - low) <= same * max(low, high):
+        return "about the same"
+    return "higher" if high > low else "lower"
+
+
+def reveal_temperature(guess: str, rows: Sequence[tuple[float, int, int, float | None]]) -> str:
+    """``rows`` from ``acceptance_row``, coolest first; the guess is about the hottest against the coolest."""
+    rates = [(t, acc / tested) for t, tested, acc, _ in rows if tested]
+    if len(rates) < 2:
+        raise ValueError("need two runs that tested drafts")
+    (t0, r0), (t1, r1) = rates[0], rates[-1]
+    measured = trend(r0, r1)
+    listed = ", ".join(f"{r:.0%} at T = {t:g}" for t, r in rates)
+    n = min(tested for _, tested, _, _ in rows if tested)
+    noise = 1.96 * (0.25 / n) ** 0.5
+    why = (f"acceptance was {listed}; with {n} or more drafts tested per run, differences up to about "
+           f"±{noise:.0%} are chance (the bars' 95 % intervals). Temperature reshapes p and q alike, but not equally: cooled, both pile onto "
+           "their top token, so α is near 1 where they agree on it and near 0 where they do not; warmed, both spread "
+           "out and α = min(1, p/q) is decided by the tails too. Acceptance is a property of the pair and the "
+           "settings, not of the pair alone.")
+    return answer_html(guess, f"{measured} ({r1:.0%} at T = {t1:g} vs {r0:.0%} at T = {t0:g})", why,
+                       guess == measured)
+
+
+# --- when it pays -------------------------------------------------------------------------------
+
+def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) -> str:
+    s = measured_speedup(trace)
+    alpha, c = estimate_alpha(trace), estimate_c(trace)
+    if s is None or alpha is None or c is None:
+        raise ValueError("the run needs a baseline and at least one iteration with drafts")
+    k = int(trace.config.get("k", 1))
+    why = (f"with α̂ = {alpha:.2f}, ĉ = {c:.2f} and K = {k} the closed form (1 − α^(K+1)) / ((1 − α)(cK + 1)) "
+           f"gives ×{speedup(alpha, k, c):.2f} if a verify cost one forward; on this CPU a {k + 1}-token verify "
+           "costs more")
+    why += (f" — priced with a flat, GPU-like verify the same run would give ×{flat_prediction:.2f}."
+            if flat_prediction is not None else ".")
+    return answer_html(f"×{guess:.2f}", f"×{s:.2f}", why, close(guess, s, 0.15, 0.1))
+
+
+# --- choosing a draft ---------------------------------------------------------------------------
+
+def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float]]) -> str:
+    """``rows``: (draft, speedup, acceptance) for each draft run, best first."""
+    if not rows:
+        raise ValueError("no draft was run")
+    best = rows[0]
+    detail = "; ".join(f"{name}: ×{s:.2f}, {a:.0%} of drafts accepted" for name, s, a in rows)
+    if best[1] < 1:
+        detail += f" ({'neither' if len(rows) == 2 else 'none'} beat the baseline this time)"
+    why = (f"{detail}. Prompt lookup copies spans of the prompt: free to draft, but it only proposes where the "
+           "answer repeats the prompt; a trained draft guesses open-ended text, at a small cost per draft.")
+    return answer_html(guess, f"{best[0]} wins", why, guess == best[0])
+
+
+# --- choosing K ---------------------------------------------------------------------------------
+
+def reveal_best_k(guess: int, rows: Sequence[tuple[int, float]], baseline_tokens_per_s: float,
+                  verify_ms: Sequence[float]) -> str:
+    """``rows``: (K, measured tokens/s) for every K swept."""
+    if not rows:
+        raise ValueError("no K was run")
+    best_k, best = max(rows, key=lambda r: r[1])
+    gained = f"×{best / baseline_tokens_per_s:.2f} over the baseline" if baseline_tokens_per_s > 0 else ""
+    why = f"K = {best_k} ran at {best:.1f} tokens/s {gained}. Each extra draft is kept less often (α^j), "
+    if len(verify_ms) > best_k + 1 and verify_ms[0] > 0:
+        why += (f"while the verify grows with it: here one forward over {best_k + 1} tokens cost "
+                f"{verify_ms[best_k] / verify_ms[0]:.2f} × t(1), over {len(verify_ms)} tokens "
+                f"{verify_ms[-1] / verify_ms[0]:.2f} ×; with a flat verify larger K would cost nothing extra.")
+    else:
+        why += "while every draft and the larger verify cost time."
+    return answer_html(f"K = {guess}", f"best K = {best_k}", why, abs(guess - best_k) <= 1)
+
+
+# --- pitfalls -----------------------------------------------------------------------------------
+
+def reveal_costly_draft(guess: str, trace: Trace, even: float = 0.05) -> str:
+    """Faster or slower than the baseline; within ``even`` of ×1 the run is called even and not judged."""
+    s = measured_speedup(trace)
+    c = estimate_c(trace)
+    if s is None or c is None:
+        raise ValueError("the run needs a baseline and at least one iteration with drafts")
+    k = int(trace.config.get("k", 1))
+    verdict = "about even" if abs(s - 1) < even else "faster" if s > 1 else "slower"
+    why = (f"{trace.stats.acceptance_rate:.0%} of drafts were accepted, but every draft is a forward of the whole "
+           f"target: c = {c:.2f} (one draft forward ÷ one {k + 1}-token verify). Each iteration pays K = {k} draft "
+           f"forwards and a verify for at most {k + 1} tokens, where the baseline pays {k + 1} one-token forwards; "
+           "a useful draft costs a small fraction of the target.")
+    return answer_html(guess, f"×{s:.2f} ({verdict})", why, None if verdict == "about even" else guess == verdict)
+
+
+# --- token trees --------------------------------------------------------------------------------
+
+TREE_RULES = {
+    "greedy": "in greedy decoding the walk follows the child that is argmax p, and emits argmax p where none is",
+    "target_draw": ("its siblings are the draft's top candidates, chosen, not drawn from q, so the ratio test would "
+                    "bias them: the target draws y ~ p and descends into the child equal to y, else emits y"),
+    "recursive_rejection": ("its siblings were drawn from q, so they are tried in order with u < min(1, p/q), p "
+                            "becoming norm(max(0, p − q)) after each rejection"),
+}
+
+
+def tokens_per_iteration(trace: Trace) -> float:
+    """Tokens emitted per iteration (accepted drafts and the one token every iteration adds)."""
+    if not trace.iterations:
+        raise ValueError("the run has no iterations")
+    return sum(len(it.emitted) for it in trace.iterations) / len(trace.iterations)
+
+
+def mean_verify_ms(trace: Trace) -> float:
+    return sum(it.verify_ms for it in trace.iterations) / max(len(trace.iterations), 1)
+
+
+def flat_iteration_cost(trace: Trace, verify_ratio: float) -> float:
+    """A run's mean iteration in one-token forwards if its verify cost one (a flat, GPU-like verify): its drafting
+    and overhead over its own verify time ÷ ``verify_ratio`` (t(n)/t(1) of its verify), plus that one forward."""
+    one = mean_verify_ms(trace) / verify_ratio
+    rest = sum(sum(it.draft_ms) + it.other_ms for it in trace.iterations) / max(len(trace.iterations), 1)
+    return 1 + rest / one if one > 0 else float("nan")
+
+
+def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequence[float]) -> str:
+    """How many more tokens per iteration the tree run gave than the chain run, what its verify costs here
+    (``verify_ms``: a forward over 1, 2, … tokens, measured with the runs), what a flat verify would make of the
+    two runs, and the rule that kept the tree exact."""
+    rules = [it.tree.rule for it in tree.iterations if it.tree is not None]
+    if not rules:
+        raise ValueError("the tree run verified no tree")
+    c, t = tokens_per_iteration(chain), tokens_per_iteration(tree)
+    gain = t - c
+    k, n = int(chain.config.get("k", 1)), int(tree.config.get("tree_nodes", 0))
+    if len(verify_ms) <= max(n, k) or verify_ms[0] <= 0:
+        raise ValueError(f"need a forward's cost measured up to {max(n, k) + 1} tokens")
+    flat = (t / flat_iteration_cost(tree, verify_ms[n] / verify_ms[0])) / \
+        (c / flat_iteration_cost(chain, verify_ms[k] / verify_ms[0]))
+    more = ("so the target's choice was more often among them" if gain > 0 else
+            "but they took nodes the chain spent on depth, and did not pay off here")
+    verify = (f"its verify is a forward over {n + 1} tokens, as the chain's" if n == k else
+              f"its verify, a forward over {n + 1} tokens, costs {verify_ms[n] / verify_ms[k]:.2f} × the chain's over "
+              f"{k + 1} here ({verify_ms[n]:.0f} vs {verify_ms[k]:.0f} ms, measured with the runs)")
+    ts, cs = tree.stats.tokens_per_s, chain.stats.tokens_per_s
+    why = (f"the chain's {k} drafts stand in a row; the tree's {n} nodes branch where the draft is unsure, {more}; "
+           f"{verify}. Measured, the tree ran at {ts:.1f} tokens/s, the chain at {cs:.1f}"
+           f"{f' (×{ts / cs:.2f})' if cs > 0 else ''}. With a flat verify (a GPU's, nearly) the same runs would make "
+           f"the tree ×{flat:.2f} as fast as the chain. Exact because {TREE_RULES.get(rules[0], rules[0])}.")
+    return answer_html(f"{guess:+.2f} tokens per iteration", f"{gain:+.2f} ({t:.2f} vs {c:.2f})", why,
+                       close(guess, gain, 0.0, 0.3))
+
+__all__ = ["acceptance_row", "answer_html", "close", "reveal_temperature", "trend", "iteration", "alpha_question", "forward_ratio", "reveal_forward_cost",
+           "reveal_kept", "reveal_identical", "reveal_alpha", "reveal_exact", "reveal_speedup", "reveal_draft",
+           "reveal_best_k", "reveal_costly_draft", "shown", "tokens_per_iteration", "mean_verify_ms",
+           "flat_iteration_cost", "reveal_tree_gain"]
