@@ -91,6 +91,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
         f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
         *_tree_line(trace),
+        settings_line(c),
         f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
     ]
     if baseline is not None:
@@ -102,6 +103,24 @@ def summary_lines(trace, baseline=None) -> list[str]:
                   f"output identical to baseline: {'yes' if same else 'no'}"
                   + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
     return lines
+
+
+def settings_line(c: dict) -> str:
+    """The run's K and sampling settings in one line; the confidence stop only for a model draft (prompt
+    lookup has no confidence to stop on, so the setting does nothing there)."""
+    policy = c.get("k_policy") or ("heuristic" if c.get("adaptive_k") else "fixed")
+    parts = [f"K = {c.get('k')} (fixed)" if policy == "fixed" else f"K ≤ {c.get('k')} ({policy} policy)"]
+    temp = c.get("temperature") or 0
+    parts.append("greedy" if temp == 0 else f"temperature {temp:g}")
+    if temp and c.get("top_k"):
+        parts.append(f"top-k {c['top_k']}")
+    if temp and (c.get("top_p") or 1.0) < 1.0:
+        parts.append(f"top-p {c['top_p']:g}")
+    if c.get("tree_nodes"):
+        parts.append(f"trees of ≤ {c['tree_nodes']} nodes (≤ {c.get('tree_top_k')} children each)")
+    if (c.get("confidence_stop") or 0) > 0 and c.get("drafter") != "ngram":
+        parts.append(f"confidence stop {c['confidence_stop']:g}")
+    return "settings: " + ", ".join(parts)
 
 
 def _tree_line(trace) -> list[str]:

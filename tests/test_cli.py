@@ -185,3 +185,22 @@ def test_python_m_with_cuda_here_prints_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: --device cuda: CUDA is not available") and r.stderr.count("\n") == 1
+
+
+# --- the summary: the confidence stop is a model draft's setting ------------------------------------------
+
+def test_the_summary_names_the_confidence_stop_for_model_drafts_only(tiny_pair):
+    """Prompt lookup has no confidence to stop on: its summary does not claim the setting."""
+    from specdec_core import ModelDrafter, NGramDrafter, speculative_generate
+    from specdec_core.config import recommended_config
+    target, draft = tiny_pair
+    prompt = torch.tensor([[1, 2, 3, 1, 2, 3, 1, 2]])
+
+    def settings(drafter, **kw):
+        trace = speculative_generate(target, drafter, prompt, recommended_config(max_new_tokens=6, **kw))
+        return next(line for line in cli.summary_lines(trace) if line.startswith("settings: "))
+
+    assert settings(NGramDrafter(), k_policy="fixed", k=3) == "settings: K = 3 (fixed), greedy"
+    assert settings(ModelDrafter(draft), k_policy="fixed", k=3) == "settings: K = 3 (fixed), greedy, confidence stop 0.3"
+    assert settings(ModelDrafter(draft), k_policy="heuristic", k=3, confidence_stop=0.0, temperature=0.7,
+                    top_p=0.9) == "settings: K ≤ 3 (heuristic policy), temperature 0.7, top-p 0.9"
