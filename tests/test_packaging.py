@@ -1,5 +1,6 @@
-"""The engine as a package (pyproject.toml). Fast: the wheel built without an index (its files, entry points
-and dependencies), the dependencies against the engine's imports and requirements.txt. Slow: `pip install`
+"""The engine as a package (pyproject.toml) and the set-up scripts. Fast: the wheel built without an index
+(its files, entry points and dependencies), the dependencies against the engine's imports and
+requirements.txt, scripts/install-torch.sh with stand-ins for python and nvidia-smi. Slow: `pip install`
 into a fresh virtualenv, then the installed commands and the shipped draft from outside the checkout."""
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from email.parser import Parser
+from functools import partial
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -116,6 +121,79 @@ def test_the_dependencies_cover_the_engines_imports_and_admit_the_tested_pins():
         if name in pins:
             assert req.specifier.contains(pins[name]), f"{req} does not admit requirements.txt's {name}=={pins[name]}"
     assert set(pins) <= set(deps) | set(extras)      # requirements.txt = the package's dependencies + app + test
+
+
+def test_the_dockerfile_copies_what_its_set_up_runs_before_it():
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    before, setup = text.split("# --- set-up (= make setup) ---", 1)
+    copied = " ".join(line for line in before.splitlines() if line.startswith("COPY "))
+    for used in ("requirements.txt", "scripts/install-torch.sh"):
+        assert used in setup.split("# --- end of set-up ---")[0]
+        assert Path(used).name in copied and (ROOT / used).is_file()
+    assert "PIP_EXTRA_INDEX_URL" not in text     # it would replace a machine's configured extra indexes
+
+
+# --- scripts/install-torch.sh --------------------------------------------------------------------------
+
+@pytest.fixture
+def stubs(tmp_path):
+    """(python, env, log): a python that says torch is not installed, runs other ``-c`` code for real and
+    logs ``-m pip`` calls; a PATH whose nvidia-smi says there is no GPU."""
+    log = tmp_path / "pip.log"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    py = bin_ / "python"
+    py.write_text(f"""#!/bin/sh
+case "$*" in
+  *importlib.metadata*) [ -n "${{HAS_TORCH:-}}" ]; exit $? ;;
+  -m\\ pip*) echo "$*" >> {log}; exit 0 ;;
+  *) exec {sys.executable} "$@" ;;
+esac
+""")
+    smi = bin_ / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n[ -n \"${HAS_GPU:-}\" ]\n")
+    for f in (py, smi):
+        f.chmod(0o755)
+    env = {"PATH": f"{bin_}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/tmp")}
+    return str(py), env, log
+
+
+def install_torch(py: str, env: dict, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "scripts/install-torch.sh", py], cwd=ROOT, env={**env, **extra},
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def index(tmp_path):
+    """A reachable package index on localhost (a folder with torch/ in it)."""
+    (tmp_path / "index" / "torch").mkdir(parents=True)
+    server = HTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "index")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+
+
+def test_install_torch_takes_the_pin_from_the_index_given(stubs, index):
+    py, env, log = stubs
+    r = install_torch(py, env, TORCH_INDEX_URL=index)
+    assert r.returncode == 0 and r.stderr == ""
+    assert log.read_text().split() == ["-m", "pip", "install", "-q", "--index-url", index, "torch==2.13.0"]
+
+
+def test_install_torch_falls_back_at_once_where_the_index_cannot_be_reached(stubs):
+    py, env, log = stubs
+    t0 = time.monotonic()
+    r = install_torch(py, env, TORCH_INDEX_URL="http://127.0.0.1:9/whl/cpu")      # nothing listens there
+    assert r.returncode == 0 and time.monotonic() - t0 < 10 and not log.exists()
+    assert r.stderr.strip() == ("install-torch: http://127.0.0.1:9/whl/cpu cannot be reached; torch comes from "
+                                "the default index with the requirements")
+
+
+def test_install_torch_does_nothing_with_a_gpu_or_with_torch_installed(stubs, index):
+    py, env, log = stubs
+    for extra in ({"HAS_GPU": "1"}, {"HAS_TORCH": "1", "TORCH_INDEX_URL": index}):
+        r = install_torch(py, env, **extra)
+        assert r.returncode == 0 and r.stderr == "" and not log.exists(), extra
 
 
 # --- slow: the real install ------------------------------------------------------------------------------
