@@ -2,8 +2,10 @@
 status 2, no traceback, and every check made before a model loads (the loaders are replaced by a failure here).
 The runs themselves are tested in test_bundled.py and test_advise.py."""
 import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -185,6 +187,31 @@ def test_python_m_with_cuda_here_prints_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: --device cuda: CUDA is not available") and r.stderr.count("\n") == 1
+
+
+# --- the README's examples paste as they are, and their outputs are git-ignored -----------------------------
+
+def readme_commands() -> list[list[str]]:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [shlex.split(line, comments=True) for line in block.strip().splitlines()]
+
+
+def test_the_readme_command_lines_parse_and_write_ignored_files():
+    root = Path(__file__).resolve().parent.parent
+    commands = readme_commands()
+    assert len(commands) >= 3 and any(c[2] == "specdec_core.advise" for c in commands)
+    outputs = []
+    for cmd in commands:
+        assert cmd[:2] == [".venv/bin/python", "-m"], cmd
+        args = {"specdec_core": cli, "specdec_core.advise": advise}[cmd[2]].build_parser().parse_args(cmd[3:])
+        if args.json:
+            outputs.append(args.json)
+    assert outputs
+    ignored = subprocess.run(["git", "check-ignore", *outputs], cwd=root, capture_output=True, text=True)
+    if ignored.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert sorted(ignored.stdout.split()) == sorted(outputs)
 
 
 # --- the summary: the confidence stop is a model draft's setting ------------------------------------------
