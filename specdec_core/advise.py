@@ -1,4 +1,5 @@
 """Should I speculate here? ``python -m specdec_core.advise --target T --draft D [--prompts FILE] [--tokens N]``
+(installed: ``specdec-advise``)
 
 Runs a small sample on this machine — for each prompt, target-only generation and speculative decoding with
 the recommended settings back to back (their order alternating from prompt to prompt), until the prompts or
@@ -10,8 +11,9 @@ the time budget run out — and prints:
 - the best fixed K by the calibrated cost model (this run's costs and acceptance), next to the K policy used;
 - the same runs priced on other hardware (``policy.roofline``).
 
-``--json PATH`` writes the report and every run's trace. Bad names, a draft that does not fit the target and
-unreadable files get one line on stderr and exit status 2. Above ``bench`` and ``cli`` in the layering.
+``--json PATH`` writes the report and every run's trace. Bad names, a draft that does not fit the target, a
+device this machine lacks, unreadable files and an output path that cannot be written get one line on stderr
+and exit status 2, before any model loads (``validate``). Above ``bench`` and ``cli`` in the layering.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .cli import check_pair, load_pair
+from .cli import Parser, check_device, check_output, check_pair, load_pair, prog_name
 from .config import MAX_K, recommended_config
 from .intervals import position_intervals, rounds_interval, speedup_interval, verdict, wilson
 from .trace import Trace
@@ -34,14 +36,15 @@ DEFAULT_BUDGET_S = 80.0          # sampling time; loading, warm-up and calibrati
 MIN_PROMPTS = 3                  # the budget never cuts the sample below this many prompts
 MAX_PROMPTS = 100
 MAX_PROMPT_CHARS = 20_000
+MAX_PROMPTS_FILE_BYTES = 8_000_000   # well above MAX_PROMPTS prompts of MAX_PROMPT_CHARS; /dev/zero is refused
 MAX_TOKENS = 512
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m specdec_core.advise",
-                                 description="Measure a target/draft pair on a small sample here and say whether "
-                                             "speculative decoding pays, with 95 %% intervals, the best K, and the "
-                                             "same runs priced on other hardware.")
+    ap = Parser(prog=prog_name("specdec_core.advise", "specdec-advise"),
+                description="Measure a target/draft pair on a small sample here and say whether speculative "
+                            "decoding pays, with 95 % intervals, the best K, and the same runs priced on other "
+                            "hardware.")
     ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
     ap.add_argument("--draft", default="feature",
                     help="'feature' (default), 'trained', 'ngram', 'self', 'bundled', a hub id or a local folder "
@@ -68,8 +71,12 @@ def read_prompts(path: str | None, n: int) -> list[str]:
         from .training.prompts import heldout_prompts
         return heldout_prompts(n, seed=23)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line.strip() for line in f]
+        with open(path, "rb") as f:
+            data = f.read(MAX_PROMPTS_FILE_BYTES + 1)
+        if len(data) > MAX_PROMPTS_FILE_BYTES:
+            raise ValueError(f"--prompts {path}: is larger than {MAX_PROMPTS_FILE_BYTES / 1e6:g} MB; "
+                             "give at most a few prompts, one per line")
+        lines = [line.strip() for line in data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     except UnicodeDecodeError as e:
         raise ValueError(f"--prompts {path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
     except OSError as e:
@@ -84,6 +91,7 @@ def read_prompts(path: str | None, n: int) -> list[str]:
 
 
 def validate(args: argparse.Namespace) -> None:
+    """Every check of the command line that needs no model (ValueError); the prompts file is read next."""
     if not 8 <= args.tokens <= MAX_TOKENS:
         raise ValueError(f"--tokens must be between 8 and {MAX_TOKENS}, got {args.tokens}")
     if not 1 <= args.max_prompts <= MAX_PROMPTS:
@@ -93,6 +101,8 @@ def validate(args: argparse.Namespace) -> None:
     if not 0 <= args.threads <= 256:
         raise ValueError(f"--threads must be between 0 (torch's default) and 256, got {args.threads}")
     check_pair(args.target, args.draft)
+    check_device(args.device)
+    check_output(args.json)
 
 
 class Bar:

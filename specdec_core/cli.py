@@ -1,19 +1,35 @@
-"""Command line: python -m specdec_core --prompt "..." [--baseline] [--json OUT]."""
+"""Command line: python -m specdec_core --prompt "..." [--baseline] [--json OUT] (installed: ``specdec``).
+
+Bad input (a setting out of range, an unknown model name, a device this machine lacks, a ``--json`` path that
+cannot be written) gets one line on stderr and exit status 2, before any model loads (``check_args``)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .config import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SpecConfig, recommended_config
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its refusals in one line (``error: …``, status 2) like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def prog_name(module: str, script: str) -> str:
+    """``script`` when run as the installed command, else ``python -m module``."""
+    return script if os.path.basename(sys.argv[0] if sys.argv else "") == script else f"python -m {module}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's options; every run setting defaults to ``recommended_config()`` (as the app and /generate)."""
     rec = recommended_config()
-    ap = argparse.ArgumentParser(prog="python -m specdec_core",
-                                 description="Speculative decoding with a full per-iteration trace. "
-                                             "With no model arguments it runs the bundled SmolLM2-135M offline.")
+    ap = Parser(prog=prog_name("specdec_core", "specdec"),
+                description="Speculative decoding with a full per-iteration trace. "
+                            "With no model arguments it runs the bundled SmolLM2-135M offline.")
     ap.add_argument("--prompt", required=True, help="the user prompt")
     ap.add_argument("--target", default="bundled", help="'bundled' (default), a hub id or a local folder")
     ap.add_argument("--draft", default=None,
@@ -50,6 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def check_args(args: argparse.Namespace) -> SpecConfig:
+    """Every check of the command line that needs no model, so that bad input is refused before anything
+    loads: the settings (``recommended_config``), the prompt, the model names, the device and the output
+    path (ValueError). Returns the run's settings."""
+    cfg = config_from_args(args)
+    if not args.prompt.strip():
+        raise ValueError("the prompt is empty")
+    check_pair(args.target, args.draft)
+    check_device(args.device)
+    check_output(args.json)
+    return cfg
+
+
 def summary_lines(trace, baseline=None) -> list[str]:
     from .intervals import acceptance_interval, speedup_interval, verdict
     st = trace.stats
@@ -62,6 +91,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
         f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
         f"forwards: target {st.target_forwards}, draft {st.draft_forwards}",
         *_tree_line(trace),
+        settings_line(c),
         f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (measured)",
     ]
     if baseline is not None:
@@ -73,6 +103,24 @@ def summary_lines(trace, baseline=None) -> list[str]:
                   f"output identical to baseline: {'yes' if same else 'no'}"
                   + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
     return lines
+
+
+def settings_line(c: dict) -> str:
+    """The run's K and sampling settings in one line; the confidence stop only for a model draft (prompt
+    lookup has no confidence to stop on, so the setting does nothing there)."""
+    policy = c.get("k_policy") or ("heuristic" if c.get("adaptive_k") else "fixed")
+    parts = [f"K = {c.get('k')} (fixed)" if policy == "fixed" else f"K ≤ {c.get('k')} ({policy} policy)"]
+    temp = c.get("temperature") or 0
+    parts.append("greedy" if temp == 0 else f"temperature {temp:g}")
+    if temp and c.get("top_k"):
+        parts.append(f"top-k {c['top_k']}")
+    if temp and (c.get("top_p") or 1.0) < 1.0:
+        parts.append(f"top-p {c['top_p']:g}")
+    if c.get("tree_nodes"):
+        parts.append(f"trees of ≤ {c['tree_nodes']} nodes (≤ {c.get('tree_top_k')} children each)")
+    if (c.get("confidence_stop") or 0) > 0 and c.get("drafter") != "ngram":
+        parts.append(f"confidence stop {c['confidence_stop']:g}")
+    return "settings: " + ", ".join(parts)
 
 
 def _tree_line(trace) -> list[str]:
@@ -93,16 +141,74 @@ def config_from_args(args: argparse.Namespace) -> SpecConfig:
                               tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
 
 
-NAMED = ("bundled", "ngram", "self", "trained", "feature")   # the built-in target and draft names
+TARGETS = ("bundled",)                                     # the built-in names of --target
+DRAFTS = ("feature", "trained", "ngram", "self", "bundled")  # and of --draft
+
+
+def check_name(what: str, key: str, names: tuple[str, ...]) -> None:
+    """A built-in name, an existing local folder or a hub id (owner/name, checked by ``validate_model_id``;
+    whether it exists only loading can tell). Anything else is refused with the choices (ValueError)."""
+    from .models.loading import validate_model_id
+    if key in names or os.path.isdir(key):
+        return
+    if key.startswith(("/", ".", "~", os.sep)):
+        raise ValueError(f"--{what} {key}: no such folder, and not a valid Hugging Face model id (owner/name)")
+    if "/" not in key:
+        raise ValueError(f"unknown {what} {key!r}: use {'one of ' if len(names) > 1 else ''}{', '.join(names)}, "
+                         "a hub id (owner/name) or a local folder")
+    validate_model_id(key)
+
+
+def check_device(name: str | None) -> None:
+    """Refuse a ``--device`` this machine does not have (ValueError), naming the ones it has."""
+    if not name:
+        return
+    import torch
+    here = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) \
+        + (["mps"] if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available() else [])
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"--device {name}: not a device; use cpu, cuda or mps (available here: {', '.join(here)})")
+    if dev.type not in here:
+        raise ValueError(f"--device {name}: {dev.type.upper()} is not available on this machine "
+                         f"(available: {', '.join(here)})")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise ValueError(f"--device {name}: this machine has {n} CUDA device{'s' if n != 1 else ''} "
+                         f"(cuda:0{f' … cuda:{n - 1}' if n > 1 else ''})")
+
+
+def check_output(path: str | None, flag: str = "--json") -> None:
+    """Refuse an output file that could not be written at the end of a run (ValueError): a folder, a missing
+    folder, a place without write permission. Tried by opening it for appending (which changes nothing);
+    a file that was not there before is removed again."""
+    if path is None:
+        return
+    if not path.strip():
+        raise ValueError(f"{flag}: no file name given")
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path}: is a folder, not a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    if not existed:
+        os.remove(path)
 
 
 def check_pair(target_key: str, draft_key: str) -> None:
     """Refuse bad names and a shipped draft with another target, before anything is loaded (ValueError)."""
     from .drafters.registry import SHIPPED
-    from .models.loading import validate_model_id
-    for key in (target_key, draft_key):
-        if key not in NAMED:
-            validate_model_id(key)
+    check_name("target", target_key, TARGETS)
+    check_name("draft", draft_key, DRAFTS)
     if draft_key in SHIPPED and target_key != "bundled":
         raise ValueError(f"--draft {draft_key}: {SHIPPED[draft_key]} is made for the bundled SmolLM2-135M-Instruct "
                          f"only, not for {target_key!r}")
@@ -124,11 +230,9 @@ def run(args: argparse.Namespace) -> int:
     from .decoding.engine import speculative_generate
     from .models.loading import encode_prompt
     from .intervals import fill_stats
-    cfg = config_from_args(args)
     if args.draft is None:   # the app's default pair for the bundled target; prompt lookup works with any other
         args.draft = "feature" if args.target == "bundled" else "ngram"
-    if not args.prompt.strip():
-        raise ValueError("the prompt is empty")
+    cfg = check_args(args)
     target, drafter = load_pair(args.target, args.draft, args.device)
     ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
     warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())

@@ -9,7 +9,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--draft", "not a model!!"], "is not a valid Hugging Face model id"),
+    (["--draft", "org/not a model!!"], "is not a valid Hugging Face model id"),
+    (["--draft", "not a model!!"], "unknown draft 'not a model!!': use one of feature"),
     (["--target", "some-org/some-model", "--draft", "feature"], "made for the bundled SmolLM2-135M-Instruct only"),
     (["--prompts", "/nonexistent/prompts.txt"], "--prompts /nonexistent/prompts.txt: cannot read it"),
     (["--tokens", "4"], "--tokens must be between 8 and 512"),
