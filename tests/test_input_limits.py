@@ -140,8 +140,8 @@ def test_the_context_check_counts_the_new_tokens():
     with pytest.raises(limits.InputError, match=r"^The prompt is 49 tokens; with 16 new tokens that exceeds "
                                                 r"the model's context of 64 tokens\.$"):
         limits.check_context(49, 16, 64)
-    with pytest.raises(limits.InputError, match="with 1 new token that"):
-        limits.check_context(64, 1, 64)
+    with pytest.raises(limits.InputError, match="with 2 new tokens that"):
+        limits.check_context(63, 2, 64)
     with pytest.raises(limits.InputError, match=r"^The prompt is 65 tokens; the model's context is 64 tokens\.$"):
         limits.check_context(65, 1, 64)
     assert limits.context_length(SimpleNamespace(config=SimpleNamespace(n_positions=1024))) == 1024
