@@ -135,8 +135,8 @@ def check_context(prompt_tokens: int, max_new_tokens: int, context: int | None) 
         return
     if prompt_tokens >= context:
         raise InputError(f"The prompt is {prompt_tokens} tokens; the model's context is {context} tokens.")
-    raise InputError(f"The prompt is {prompt_tokens} tokens; with {max_new_tokens} new token"
-                     f"{'s' if max_new_tokens != 1 else ''} that exceeds the model's context of {context} tokens.")
+    raise InputError(f"The prompt is {prompt_tokens} tokens; with {max_new_tokens} new tokens that exceeds the "
+                     f"model's context of {context} tokens.")     # (more than one: the prompt alone fits)
 
 
 def check_run(*, k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
