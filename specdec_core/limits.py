@@ -131,9 +131,12 @@ def context_length(model: Any) -> int | None:
 
 def check_context(prompt_tokens: int, max_new_tokens: int, context: int | None) -> None:
     """Refuse a prompt that, with the new tokens asked for, does not fit the target's context."""
-    if context is not None and prompt_tokens + max_new_tokens > context:
-        raise InputError(f"The prompt is {prompt_tokens} tokens; with {max_new_tokens} new tokens that exceeds "
-                         f"the model's context of {context} tokens.")
+    if context is None or prompt_tokens + max_new_tokens <= context:
+        return
+    if prompt_tokens >= context:
+        raise InputError(f"The prompt is {prompt_tokens} tokens; the model's context is {context} tokens.")
+    raise InputError(f"The prompt is {prompt_tokens} tokens; with {max_new_tokens} new tokens that exceeds the "
+                     f"model's context of {context} tokens.")     # (more than one: the prompt alone fits)
 
 
 def check_run(*, k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,

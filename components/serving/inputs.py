@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import gradio as gr
+
 from specdec_core import SpecConfig, encode_prompt, limits
 from specdec_core.config import K_POLICIES
 
@@ -16,9 +18,12 @@ T = TypeVar("T")
 
 
 def checked(check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``check(*args, **kwargs)``, with a ValueError (an ``InputError`` or SpecConfig's own) as a gr.Error."""
+    """``check(*args, **kwargs)``, with a ValueError (an ``InputError`` or SpecConfig's own) as a gr.Error
+    (a gr.Error, itself a ValueError, passes as it is)."""
     try:
         return check(*args, **kwargs)
+    except gr.Error:
+        raise
     except ValueError as e:
         raise page_error(str(e)) from e
 

@@ -80,8 +80,8 @@ def _evaluate(pool: Any, target_key: str, prompts: list[str], chat: bool, cfg: S
     if progress is not None:
         progress(0.0, desc="loading the target model")
     target = get_model(pool, target_key or "bundled")
+    ids = [prompt_ids(target, p, chat, cfg.max_new_tokens) for p in prompts]    # refused before any draft loads
     cands = pool_candidates(pool, target)
-    ids = [prompt_ids(target, p, chat, cfg.max_new_tokens) for p in prompts]
     others = [pool.get(k) for k in pool.loaded() if k != target.key]
     try:
         with locked(target, *others):

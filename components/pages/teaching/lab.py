@@ -100,6 +100,8 @@ def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_to
             with locked(lm):
                 result = run_exactness(lm.model, draft, ids, settings, setup, lm.tokenizer, bugs,
                                        on_progress=report, time_budget_s=budget)
+    except gr.Error:
+        raise                        # already a message for the page (gr.Error is a ValueError)
     except (ValueError, RuntimeError) as e:
         raise page_error(str(e)) from e
     return exactness_figure(result), lab_verdict_md(result), lab_details_md(result)

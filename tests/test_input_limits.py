@@ -1,0 +1,147 @@
+"""One set of input limits (``specdec_core/limits.py``) behind every entrance: the same hostile value gets the
+same refusal from the Live tab, a link, /generate, the Exactness lab, the Simulator, Draft comparison, K sweep,
+the command line and ``advise``. The context check runs on a tiny target of few positions that shares the
+bundled tokenizer (no generation is needed to refuse)."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+import torch
+
+from components.pages.links import parse_live_query
+from components.pages.live import page_defaults, run_live
+from components.pages.teaching.compare import run_compare
+from components.pages.teaching.ksweep import run_ksweep
+from components.pages.teaching.lab import run_lab
+from components.pages.teaching.simulator import run_simulator
+from components.serving.api import generate
+from specdec_core import LoadedModel, limits
+
+CONTEXT = 64                 # the tiny target's positions
+SEED_MSG = "seed must be between 0 and 9007199254740991, got {}"
+LONG = "x" * 30_000
+LONG_MSG = "The prompt is 30000 characters long; the limit is 20000."
+
+
+class TinyPool:
+    """A pool whose "bundled" model is a tiny Llama with CONTEXT positions and the bundled tokenizer."""
+
+    def __init__(self, model, tokenizer):
+        self.lm = LoadedModel("bundled", "tiny (64 positions)", model, tokenizer, threading.Lock())
+
+    def get(self, key: str, **_: object) -> LoadedModel:
+        if key != "bundled":
+            raise ValueError(f"no model {key!r} here")
+        return self.lm
+
+    def loaded(self) -> list[str]:
+        return ["bundled"]
+
+
+@pytest.fixture(scope="module")
+def tiny_pool(bundled):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    _, tok = bundled
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=CONTEXT)
+    return TinyPool(LlamaForCausalLM(cfg).eval(), tok)
+
+
+def _over_context(pool: TinyPool) -> tuple[str, str]:
+    """A prompt that fits the character limit but not the tiny target's context."""
+    prompt = "one two three four five six seven eight nine ten " * 8
+    n = len(pool.lm.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                  add_generation_prompt=True)["input_ids"])
+    assert CONTEXT < n < CONTEXT * 10
+    return prompt, f"The prompt is {n} tokens; the model's context is {CONTEXT} tokens."
+
+
+def _refusal(call: Callable[[], object]) -> str:
+    """The message of the gr.Error a handler raises (consuming a streaming handler's first frame)."""
+    with pytest.raises(gr.Error) as refused:
+        out = call()
+        if hasattr(out, "__next__"):
+            next(out)
+    return refused.value.message
+
+
+# Each entrance as (prompt, seed) -> its refusal; every other value is valid and small.
+ENTRANCES: dict[str, Callable[[TinyPool, str, int], str]] = {
+    "live": lambda pool, prompt, seed: _refusal(lambda: run_live(
+        pool, "bundled|ngram", prompt, 4, "fixed", 0.0, 0, 1.0, 16, seed, False, True, None)),
+    "generate": lambda pool, prompt, seed: _refusal(lambda: generate(
+        pool, prompt, pair="bundled|ngram", seed=seed, max_new_tokens=16)),
+    "lab": lambda pool, prompt, seed: _refusal(lambda: run_lab(
+        pool, "ngram", prompt, True, 0.5, 1, 4, 0.0, 0, 1.0, 10, seed, False, False, False, 1.0, False,
+        progress=None)),
+    "compare": lambda pool, prompt, seed: _refusal(lambda: run_compare(
+        pool, "bundled", prompt, True, 4, 0.0, 16, seed, progress=None)),
+    "ksweep": lambda pool, prompt, seed: _refusal(lambda: run_ksweep(
+        pool, "bundled", "ngram", prompt, True, 2, 0.0, 16, seed, progress=None)),
+    "simulator": lambda pool, prompt, seed: _refusal(lambda: run_simulator(
+        0.5, prompt if prompt != OK_PROMPT else "the cat", 3, 1.0, 16, seed, False)),
+}
+OK_PROMPT = "Repeat: one two."
+
+
+def _link(prompt: str, seed: int) -> str:
+    link = parse_live_query({"prompt": [prompt], "seed": [str(seed)], "run": ["1"]}, page_defaults())
+    assert link.settings is None and len(link.problems) == 1
+    return link.problems[0]
+
+
+@pytest.mark.parametrize("name", [*ENTRANCES, "link"])
+@pytest.mark.parametrize("seed", [2**70, -1])
+def test_a_seed_out_of_range_gets_the_same_refusal_everywhere(tiny_pool, name, seed):
+    message = _link(OK_PROMPT, seed) if name == "link" else ENTRANCES[name](tiny_pool, OK_PROMPT, seed)
+    assert message == SEED_MSG.format(seed)
+
+
+@pytest.mark.parametrize("name", [*ENTRANCES, "link"])
+def test_a_30000_character_prompt_gets_the_same_refusal_everywhere(tiny_pool, name):
+    message = _link(LONG, 1) if name == "link" else ENTRANCES[name](tiny_pool, LONG, 1)
+    assert message == LONG_MSG
+
+
+@pytest.mark.parametrize("name", [n for n in ENTRANCES if n != "simulator"])
+def test_a_prompt_beyond_the_targets_context_gets_the_same_refusal_everywhere(tiny_pool, name):
+    """(The Simulator's toy pair has no context limit.) A link carries the prompt and the run it asks for is
+    the Live tab's: refused there, in these words."""
+    prompt, expected = _over_context(tiny_pool)
+    assert ENTRANCES[name](tiny_pool, prompt, 1) == expected
+
+
+def test_a_link_with_a_prompt_beyond_the_context_is_refused_by_the_run_it_asks_for(tiny_pool):
+    prompt, expected = _over_context(tiny_pool)
+    link = parse_live_query({"prompt": [prompt], "pair": ["bundled|ngram"], "max_new_tokens": ["16"],
+                             "k_policy": ["fixed"], "run": ["1"]}, page_defaults())
+    s = link.settings
+    assert s is not None and link.run
+    assert _refusal(lambda: run_live(tiny_pool, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p,
+                                     s.max_new_tokens, s.seed, False, s.chat, None)) == expected
+
+
+def test_the_limits_are_the_library_config_too():
+    """The seed bound is SpecConfig's as well (one number for a seed everywhere)."""
+    from specdec_core import SpecConfig
+    with pytest.raises(ValueError, match=r"^seed must be between 0 and 9007199254740991, got -1$"):
+        SpecConfig(seed=-1)
+    assert limits.check_seed(limits.MAX_SEED) == 2**53 - 1
+
+
+def test_the_context_check_counts_the_new_tokens():
+    limits.check_context(48, 16, 64)                 # exactly fits
+    limits.check_context(10**6, 16, None)            # a model whose config does not say: not checked here
+    with pytest.raises(limits.InputError, match=r"^The prompt is 49 tokens; with 16 new tokens that exceeds "
+                                                r"the model's context of 64 tokens\.$"):
+        limits.check_context(49, 16, 64)
+    with pytest.raises(limits.InputError, match="with 2 new tokens that"):
+        limits.check_context(63, 2, 64)
+    with pytest.raises(limits.InputError, match=r"^The prompt is 65 tokens; the model's context is 64 tokens\.$"):
+        limits.check_context(65, 1, 64)
+    assert limits.context_length(SimpleNamespace(config=SimpleNamespace(n_positions=1024))) == 1024
