@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .cli import Parser, check_device, check_output, check_pair, load_pair, prog_name
+from . import limits
 from .config import MAX_K, recommended_config
 from .intervals import position_intervals, rounds_interval, speedup_interval, verdict, wilson
 from .trace import Trace
@@ -35,9 +36,7 @@ DEFAULT_PROMPTS = 8
 DEFAULT_BUDGET_S = 80.0          # sampling time; loading, warm-up and calibration come on top (well under 2 min)
 MIN_PROMPTS = 3                  # the budget never cuts the sample below this many prompts
 MAX_PROMPTS = 100
-MAX_PROMPT_CHARS = 20_000
-MAX_PROMPTS_FILE_BYTES = 8_000_000   # well above MAX_PROMPTS prompts of MAX_PROMPT_CHARS; /dev/zero is refused
-MAX_TOKENS = 512
+MAX_PROMPTS_FILE_BYTES = 8_000_000   # well above MAX_PROMPTS prompts of limits.MAX_PROMPT_CHARS; /dev/zero is refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompts", metavar="FILE", help="UTF-8 text, one prompt per line (default: held-out chat "
                                                       "prompts the shipped drafts never saw)")
     ap.add_argument("--tokens", type=int, default=DEFAULT_TOKENS, help=f"new tokens per run (default {DEFAULT_TOKENS})")
+    ap.add_argument("--seed", type=int, default=recommended_config().seed,
+                    help=f"the runs' seed (default {recommended_config().seed}; the recommended settings are greedy)")
     ap.add_argument("--max-prompts", type=int, default=DEFAULT_PROMPTS,
                     help=f"prompts at most (default {DEFAULT_PROMPTS})")
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
@@ -84,16 +85,18 @@ def read_prompts(path: str | None, n: int) -> list[str]:
     prompts = [line for line in lines if line]
     if not prompts:
         raise ValueError(f"--prompts {path}: no prompt in it (one prompt per line)")
-    long = next((i for i, p in enumerate(prompts) if len(p) > MAX_PROMPT_CHARS), None)
-    if long is not None:
-        raise ValueError(f"--prompts {path}: prompt {long + 1} is longer than {MAX_PROMPT_CHARS} characters")
+    for i, prompt in enumerate(prompts):
+        try:
+            limits.check_prompt(prompt)
+        except ValueError as e:
+            raise ValueError(f"--prompts {path}: prompt {i + 1}: {e}") from None
     return prompts[:min(n, MAX_PROMPTS)]
 
 
 def validate(args: argparse.Namespace) -> None:
     """Every check of the command line that needs no model (ValueError); the prompts file is read next."""
-    if not 8 <= args.tokens <= MAX_TOKENS:
-        raise ValueError(f"--tokens must be between 8 and {MAX_TOKENS}, got {args.tokens}")
+    limits.whole("--tokens", args.tokens, 8, limits.MAX_NEW_TOKENS)
+    limits.check_seed(args.seed)
     if not 1 <= args.max_prompts <= MAX_PROMPTS:
         raise ValueError(f"--max-prompts must be between 1 and {MAX_PROMPTS}, got {args.max_prompts}")
     if not (math.isfinite(args.budget) and args.budget > 0):
@@ -123,7 +126,7 @@ class Bar:
 
 
 def sample(target: Any, drafter: Any, prompts: Sequence[str], tokens: int, budget_s: float,
-           bar: Bar | None = None) -> list[Trace]:
+           bar: Bar | None = None, seed: int = 0) -> list[Trace]:
     """For each prompt, the speculative run and the baseline back to back (the baseline first on even
     prompts), each trace carrying its baseline; stops taking prompts once ``budget_s`` is spent (not before
     MIN_PROMPTS)."""
@@ -131,7 +134,7 @@ def sample(target: Any, drafter: Any, prompts: Sequence[str], tokens: int, budge
     from .decoding.engine import speculative_generate
     from .intervals import fill_stats
     from .models.loading import encode_prompt
-    cfg = recommended_config(max_new_tokens=tokens)
+    cfg = recommended_config(max_new_tokens=tokens, seed=seed)
     fresh = getattr(drafter, "fresh", None)
     warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())
     t0, traces = time.monotonic(), []
@@ -247,6 +250,17 @@ def report_lines(r: dict) -> list[str]:
     return lines
 
 
+def check_contexts(target: Any, prompts: Sequence[str], tokens: int, path: str | None) -> None:
+    """Refuse, before sampling, a prompt that with ``tokens`` new tokens does not fit the target's context."""
+    from .models.loading import encode_prompt
+    context = limits.context_length(target.model)
+    for i, prompt in enumerate(prompts):
+        try:
+            limits.check_context(len(encode_prompt(target.tokenizer, prompt)), tokens, context)
+        except ValueError as e:
+            raise ValueError(f"--prompts {path}: prompt {i + 1}: {e}" if path else str(e)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     from .policy.roofline import gpu_name
@@ -256,8 +270,9 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     t0 = time.monotonic()
     target, drafter = load_pair(args.target, args.draft, args.device)
+    check_contexts(target, prompts, args.tokens, args.prompts)
     bar = Bar(2 * len(prompts))
-    traces = sample(target, drafter, prompts, args.tokens, args.budget, bar)
+    traces = sample(target, drafter, prompts, args.tokens, args.budget, bar, args.seed)
     report = make_report(traces, target.label, args.draft, gpu_name())
     report["threads"] = torch.get_num_threads()
     report["seconds"] = time.monotonic() - t0

@@ -9,7 +9,9 @@ import json
 import os
 import sys
 
-from .config import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SpecConfig, recommended_config
+from . import limits
+from .config import SpecConfig, recommended_config
+from .limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,8 +73,7 @@ def check_args(args: argparse.Namespace) -> SpecConfig:
     loads: the settings (``recommended_config``), the prompt, the model names, the device and the output
     path (ValueError). Returns the run's settings."""
     cfg = config_from_args(args)
-    if not args.prompt.strip():
-        raise ValueError("the prompt is empty")
+    limits.check_prompt(args.prompt)
     check_pair(args.target, args.draft)
     check_device(args.device)
     check_output(args.json)
@@ -134,11 +135,13 @@ def _tree_line(trace) -> list[str]:
 
 
 def config_from_args(args: argparse.Namespace) -> SpecConfig:
-    """The run's settings: ``recommended_config()`` with the options given (their defaults are its values)."""
-    return recommended_config(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                              max_new_tokens=args.max_new_tokens, seed=args.seed, adaptive_k=args.adaptive_k,
-                              k_policy=args.k_policy, confidence_stop=args.confidence_stop,
-                              tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
+    """The run's settings: ``recommended_config()`` with the options given (their defaults are its values),
+    checked against the input limits every entrance shares (``limits.check_run``)."""
+    values = limits.check_run(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                              max_new_tokens=args.max_new_tokens, seed=args.seed,
+                              confidence_stop=args.confidence_stop, tree_nodes=args.tree_nodes,
+                              tree_top_k=args.tree_top_k)
+    return recommended_config(**values, adaptive_k=args.adaptive_k, k_policy=args.k_policy)
 
 
 TARGETS = ("bundled",)                                     # the built-in names of --target
@@ -235,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = check_args(args)
     target, drafter = load_pair(args.target, args.draft, args.device)
     ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
+    limits.check_context(len(ids), cfg.max_new_tokens, limits.context_length(target.model))
     warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())
     trace = speculative_generate(target.model, drafter, ids, cfg, target.tokenizer, prompt=args.prompt,
                                  meta={"target": target.label, "draft": args.draft})

@@ -83,12 +83,12 @@ def test_tokenizer_compatibility_check(bundled):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--prompt", "hi", "--k", "0"], "k must be between 1 and 64"),
-    (["--prompt", "hi", "--temperature", "-1"], "temperature must be >= 0"),
-    (["--prompt", "hi", "--top-p", "0"], "top_p must be in (0, 1]"),
-    (["--prompt", "hi", "--top-k", "-3"], "top_k must be >= 0"),
-    (["--prompt", "hi", "--max-new-tokens", "100000"], "max_new_tokens must be between 1 and 2048"),
-    (["--prompt", "   "], "the prompt is empty"),
+    (["--prompt", "hi", "--k", "0"], "K must be between 1 and 16"),
+    (["--prompt", "hi", "--temperature", "-1"], "temperature must be between 0 (greedy) and 2"),
+    (["--prompt", "hi", "--top-p", "0"], "top-p must be in (0, 1]"),
+    (["--prompt", "hi", "--top-k", "-3"], "top-k must be between 0 (off) and 1000000"),
+    (["--prompt", "hi", "--max-new-tokens", "100000"], "max new tokens must be between 1 and 512"),
+    (["--prompt", "   "], "The prompt is empty"),
     (["--prompt", "hi", "--draft", "../../etc/passwd"], "not a valid Hugging Face model id"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(argv, message, capsys):

@@ -127,16 +127,16 @@ def test_hub_ids_and_local_folders_still_pass_the_name_check(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--prompt", "hi", "--k", "0"], "k must be between 1 and"),
-    (["--prompt", "hi", "--seed", "-1"], "seed must be a non-negative integer"),
-    (["--prompt", "hi", "--max-new-tokens", "99999"], "max_new_tokens must be between 1 and 2048"),
+    (["--prompt", "hi", "--k", "0"], "K must be between 1 and 16"),
+    (["--prompt", "hi", "--seed", "-1"], "seed must be between 0 and 9007199254740991, got -1"),
+    (["--prompt", "hi", "--max-new-tokens", "99999"], "max new tokens must be between 1 and 512"),
     (["--prompt", "hi", "--temperature", "nan"], "temperature must be a number"),
-    (["--prompt", "hi", "--top-p", "0"], "top_p must be in (0, 1]"),
+    (["--prompt", "hi", "--top-p", "0"], "top-p must be in (0, 1]"),
     (["--prompt", "hi", "--k", "two"], "argument --k: invalid int value: 'two'"),
     (["--prompt", "hi", "--k-policy", "best"], "argument --k-policy: invalid choice"),
     (["--prompt", "hi", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ([], "the following arguments are required: --prompt"),
-    (["--prompt", " \n "], "the prompt is empty"),
+    (["--prompt", " \n "], "The prompt is empty"),
 ])
 def test_cli_fuzzed_input_gets_one_line_and_status_2(argv, message, no_models, capsys):
     assert message in refused(cli.main, argv, capsys)

@@ -145,3 +145,58 @@ def test_the_context_check_counts_the_new_tokens():
     with pytest.raises(limits.InputError, match=r"^The prompt is 65 tokens; the model's context is 64 tokens\.$"):
         limits.check_context(65, 1, 64)
     assert limits.context_length(SimpleNamespace(config=SimpleNamespace(n_positions=1024))) == 1024
+
+
+# --- the command line and advise: the same words on one line of stderr, exit status 2 -------------------------
+
+@pytest.fixture(scope="module")
+def tiny_folder(tiny_pool, tmp_path_factory):
+    """The tiny target as a local model folder (safetensors and the bundled tokenizer), for --target."""
+    folder = tmp_path_factory.mktemp("tiny-target")
+    tiny_pool.lm.model.save_pretrained(folder)
+    tiny_pool.lm.tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _cli(argv: list[str], capsys) -> str:
+    from specdec_core import cli
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]   # (a model loaded first may show its progress bar)
+    assert err.startswith("error: ")
+    return err[len("error: "):]
+
+
+def _advise(argv: list[str], capsys) -> str:
+    from specdec_core import advise
+    assert advise.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ")
+    return err[len("error: "):]
+
+
+def _prompts_file(tmp_path, prompt: str) -> str:
+    path = tmp_path / "prompts.txt"
+    path.write_text(prompt + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("seed", [2**70, -1])
+def test_the_command_line_and_advise_refuse_a_seed_in_the_same_words(seed, capsys):
+    assert _cli(["--prompt", OK_PROMPT, "--draft", "ngram", "--seed", str(seed)], capsys) == SEED_MSG.format(seed)
+    assert _advise(["--draft", "ngram", "--seed", str(seed)], capsys) == SEED_MSG.format(seed)
+
+
+def test_the_command_line_and_advise_refuse_a_long_prompt_in_the_same_words(tmp_path, capsys):
+    assert _cli(["--prompt", LONG, "--draft", "ngram"], capsys) == LONG_MSG
+    path = _prompts_file(tmp_path, LONG)
+    assert _advise(["--draft", "ngram", "--prompts", path], capsys) == f"--prompts {path}: prompt 1: {LONG_MSG}"
+
+
+def test_the_command_line_and_advise_refuse_a_prompt_beyond_the_context_in_the_same_words(tiny_pool, tiny_folder,
+                                                                                            tmp_path, capsys):
+    prompt, expected = _over_context(tiny_pool)
+    assert _cli(["--prompt", prompt, "--target", tiny_folder, "--draft", "ngram", "--max-new-tokens", "16"],
+                capsys) == expected
+    path = _prompts_file(tmp_path, prompt)
+    assert _advise(["--target", tiny_folder, "--draft", "ngram", "--prompts", path, "--tokens", "16"],
+                   capsys) == f"--prompts {path}: prompt 1: {expected}"
