@@ -54,7 +54,7 @@ def tiny_pool(bundled):
 
 def _over_context(pool: TinyPool) -> tuple[str, str]:
     """A prompt that fits the character limit but not the tiny target's context."""
-    prompt = "one two three four five six seven eight nine ten " * 8
+    prompt = ("one two three four five six seven eight nine ten " * 8).strip()
     n = len(pool.lm.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
                                                   add_generation_prompt=True)["input_ids"])
     assert CONTEXT < n < CONTEXT * 10
