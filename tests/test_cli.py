@@ -231,3 +231,17 @@ def test_the_summary_names_the_confidence_stop_for_model_drafts_only(tiny_pair):
     assert settings(ModelDrafter(draft), k_policy="fixed", k=3) == "settings: K = 3 (fixed), greedy, confidence stop 0.3"
     assert settings(ModelDrafter(draft), k_policy="heuristic", k=3, confidence_stop=0.0, temperature=0.7,
                     top_p=0.9) == "settings: K ≤ 3 (heuristic policy), temperature 0.7, top-p 0.9"
+
+
+def test_the_apps_summary_names_the_confidence_stop_for_model_drafts_only(tiny_pair):
+    """The page's summary label and /generate's line say the same as the CLI's settings line."""
+    from components.render.summary import summary_html, summary_line
+    from specdec_core import ModelDrafter, NGramDrafter, speculative_generate
+    from specdec_core.config import recommended_config
+    target, draft = tiny_pair
+    prompt = torch.tensor([[1, 2, 3, 1, 2, 3, 1, 2]])
+    cfg = recommended_config(max_new_tokens=6, k_policy="fixed", k=3)
+    lookup = speculative_generate(target, NGramDrafter(), prompt, cfg)
+    model = speculative_generate(target, ModelDrafter(draft), prompt, cfg)
+    assert "confidence stop" not in summary_line(lookup) and "confidence stop" not in summary_html(lookup)
+    assert "confidence stop 0.3" in summary_line(model) and "confidence stop 0.3" in summary_html(model)

@@ -78,10 +78,11 @@ def summary_html(trace: Trace | None) -> str:
 
 def _policy_note(cfg: dict, fmt: str) -> str:
     """``fmt`` filled with the K policy when it is not fixed ("heuristic" for old traces with adaptive_k),
-    then the confidence stop when it is on."""
+    then the confidence stop when it is on and the draft is a model (prompt lookup has no confidence to stop on)."""
     policy = cfg.get("k_policy") or ("heuristic" if cfg.get("adaptive_k") else "fixed")
     stop = cfg.get("confidence_stop")
-    on = isinstance(stop, (int, float)) and not isinstance(stop, bool) and stop > 0   # an uploaded trace may hold anything
+    on = (isinstance(stop, (int, float)) and not isinstance(stop, bool) and stop > 0   # an uploaded trace may hold
+          and cfg.get("drafter") != "ngram")                                          # anything
     return ("" if policy == "fixed" else fmt.format(policy)) + (f", confidence stop {stop:g}" if on else "")
 
 
