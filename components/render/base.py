@@ -97,5 +97,8 @@ def instructive_index(trace: Trace) -> int | None:
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for a figure's labels; "–" for none."""
-    return "–" if x is None else f"{x:.{digits}f}"
+    """A number for a figure's labels; "–" for none. A value too small for ``digits`` decimals keeps one
+    significant digit (a sampled token's q of 0.0004 is not "0.000")."""
+    if x is None:
+        return "–"
+    return f"{x:.1g}" if 0 < abs(x) < 0.5 * 10 ** -digits else f"{x:.{digits}f}"

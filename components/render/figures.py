@@ -34,10 +34,12 @@ REPLACED_LABEL = "target's choice (argmax p)"    # greedy: what replaces a rejec
 
 # --- 1. timeline ------------------------------------------------------------------------------------
 
-def timeline_figure(trace: Trace) -> go.Figure:
+def timeline_figure(trace: Trace, verdicts: bool = True) -> go.Figure:
     """Every draft forward and every verify forward as a bar on the run's real time axis, and the
-    baseline's one-token target forwards in a lane beneath (each run on its own clock, from 0)."""
-    title = "Timeline: draft and verify forwards vs. the baseline"
+    baseline's one-token target forwards in a lane beneath (each run on its own clock, from 0), when the run has
+    one. ``verdicts=False`` leaves out of the hover how many drafts each verify accepted (a lesson asks first)."""
+    title = ("Timeline: draft and verify forwards vs. the baseline" if trace.baseline is not None
+             else "Timeline: draft and verify forwards")
     if not trace.iterations:
         return empty_figure(title, "Run a prompt to see each forward pass on a time axis.")
     draft_x, draft_base, draft_hover = [], [], []
@@ -59,8 +61,8 @@ def timeline_figure(trace: Trace) -> go.Figure:
             t += ms
         ver_x.append(it.verify_ms)
         ver_base.append(t)
-        ver_hover.append(f"iteration {it.index + 1} · verify {len(it.drafts)} drafts: {it.verify_ms:.1f} ms<br>"
-                         f"accepted {o.accepted}/{o.drafted}, emitted {len(it.emitted)}")
+        ver_hover.append(f"iteration {it.index + 1} · verify {len(it.drafts)} drafts: {it.verify_ms:.1f} ms"
+                         + (f"<br>accepted {o.accepted}/{o.drafted}, emitted {len(it.emitted)}" if verdicts else ""))
         t += it.verify_ms
         oth_x.append(it.other_ms)
         oth_base.append(t)
