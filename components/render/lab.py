@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specdec_core.intervals import t975
 from specdec_core.policy.closed_form import approximate_speedup, break_even_alpha, optimal_k, speedup
 from specdec_core.teaching.lab import LabResult
 from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection
@@ -182,23 +184,20 @@ def agreement_figure(points: Sequence[AgreementPoint]) -> go.Figure:
     return fig
 
 
-def acceptance_by_temperature_figure(rows: Sequence[tuple[float, int, int, float | None]]) -> go.Figure:
-    """Acceptance (accepted / tested, with a 95% binomial interval) and the mean α of the tested drafts for
-    runs at several temperatures; ``rows``: (temperature, tested, accepted, mean α)."""
-    title = "Acceptance vs. temperature (the same pair and prompt)"
+def acceptance_by_temperature_figure(rows: Sequence[tuple[float, Sequence[float]]]) -> go.Figure:
+    """Acceptance at several temperatures as the mean α = min(1, p/q) of the tested drafts (each draft's chance
+    of being accepted), with its 95 % t interval; ``rows``: (temperature, the tested drafts' α)."""
+    title = "Acceptance vs. temperature (the same pair and prompts)"
     if not rows:
         return empty_figure(title, "Run the pair at a few temperatures to compare their acceptance.")
-    xs = [f"T = {t:g}" for t, *_ in rows]
-    rates = [acc / tested if tested else 0.0 for _, tested, acc, _ in rows]
-    err = [1.96 * math.sqrt(r * (1 - r) / tested) if tested else 0.0 for r, (_, tested, _, _) in zip(rates, rows)]
+    xs = [f"T = {t:g}" for t, _ in rows]
+    means = [sum(a) / len(a) if a else 0.0 for _, a in rows]
+    err = [t975(len(a) - 1) * statistics.stdev(a) / math.sqrt(len(a)) if len(a) > 1 else 0.0 for _, a in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="accepted / tested", x=xs, y=rates, marker_color=pal.ACCEPTED,
+    fig.add_trace(go.Bar(name="mean α of the tested drafts (95 % interval)", x=xs, y=means, marker_color=pal.ACCEPTED,
                          error_y={"type": "data", "array": err, "visible": True, "color": "#333"},
-                         hovertext=[f"{x}: {acc} of {tested} tested drafts accepted" for x, (_, tested, acc, _)
-                                    in zip(xs, rows)], hoverinfo="text"))
-    fig.add_trace(go.Scatter(name="mean α = min(1, p/q) of the tested drafts", x=xs, y=[a for *_, a in rows],
-                             mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111"},
-                             hovertemplate="%{x}: mean α %{y:.3f}<extra></extra>"))
+                         hovertext=[f"{x}: mean α {m:.3f} ± {e:.3f} over {len(a)} tested drafts"
+                                    for x, m, e, (_, a) in zip(xs, means, err, rows)], hoverinfo="text"))
     _style(fig, title, legend="below")
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%")
     return fig

@@ -82,9 +82,9 @@ FORWARDS = Chapter(
     "target generating alone — the *baseline* — and then one forward over 1, 2, … 16 new tokens at once.\n\n"
     "On a GPU a forward is limited by reading the weights from memory, once per forward however many tokens it "
     "takes, so a forward over a few tokens costs about as much as over one. That spare capacity is what "
-    "speculative decoding spends. A CPU has far less to spare: what does a forward over several tokens cost here? "
-    f"(A guess within {rv.FORWARD_TOLERANCE:.0%} of the measured ratio counts.)",
-    Guess(f"one forward over {FORWARD_N} tokens costs how many one-token forwards here?", 1.0, 8.0, 0.25),
+    "speculative decoding spends. A CPU has far less to spare: what does a forward over several tokens cost here?",
+    Guess(f"one forward over {FORWARD_N} tokens costs how many one-token forwards here? (within "
+          f"{rv.FORWARD_TOLERANCE:.0%} counts)", 1.0, 8.0, 0.25),
     run_forwards, reveal_forwards)
 
 
@@ -174,9 +174,8 @@ SAMPLING = Chapter(
     "(q > p) is thinned down to p; one it under-proposes (q ≤ p) always passes. At the first rejection the "
     "replacement is drawn from the **residual norm(max(0, p − q))**: the probability the draft left out.\n\n"
     "**Run** samples 24 tokens at temperature 1 with the trained draft. The anatomy stops at step ②: q and p of "
-    "each draft. Work out α for the draft the note names (within ±"
-    f"{rv.ALPHA_TOLERANCE:g} counts), then reveal the test, the emitted tokens and the residual.",
-    Guess("α = min(1, p/q) for the draft named above?", 0.0, 1.0, 0.01),
+    "each draft. Work out α for the draft the note names, then reveal the test, the emitted tokens and the residual.",
+    Guess(f"α = min(1, p/q) for the draft named above? (within ±{rv.ALPHA_TOLERANCE:g} counts)", 0.0, 1.0, 0.01),
     run_sampling, reveal_sampling)
 
 

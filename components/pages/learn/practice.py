@@ -103,10 +103,10 @@ PAYS = Chapter(
     "(1 − α^(K+1)) / (1 − α) tokens on average, so the closed form predicts a speedup of that over cK + 1 — "
     "*if* a verify costs one target forward. Below the break-even α, speculation loses.\n\n"
     "**Run** writes a short poem with the trained draft (K = 4), then the baseline does; the note gives the run's α̂ and ĉ, "
-    "the chart acceptance at each draft position. Guess the measured speedup (right inside the run's 95 % interval "
-    f"or within ±{rv.SPEEDUP_TOLERANCE:g}). Reveal sets it against the closed form and this CPU's cost model, and "
-    "prices the same run on other hardware.",
-    Guess("the measured speedup over the baseline (×)?", 0.25, 3.0, 0.05),
+    "the chart acceptance at each draft position. Guess the measured speedup. Reveal sets it against the closed "
+    "form and this CPU's cost model, and prices the same run on other hardware.",
+    Guess(f"the measured speedup over the baseline (×)? (within the run's interval or ±{rv.SPEEDUP_TOLERANCE:g} "
+          "counts)", 0.25, 3.0, 0.05),
     run_pays, reveal_pays, longer=f"{32 * LONGER} tokens instead of 32")
 
 

@@ -25,7 +25,7 @@ def shown(text: str, limit: int = 24) -> str:
 
 
 RIGHT, WRONG, CANT_TELL = "right", "wrong", "can't tell"
-MARKS = {RIGHT: " ✓ right", WRONG: " ✗ not this time", CANT_TELL: " ? can't tell from this run"}
+MARKS = {RIGHT: " ✓ right", WRONG: " ✗ not this time", CANT_TELL: " ? can’t tell from this run"}
 CLASSES = {RIGHT: " sd-learn-hit", WRONG: " sd-learn-miss", CANT_TELL: " sd-learn-unsure"}
 
 

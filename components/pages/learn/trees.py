@@ -47,9 +47,10 @@ TREES = Chapter(
     "The rule must stay exact. Greedy follows the child that is argmax p. Top-k siblings are chosen, not drawn "
     "from q, so min(1, p/q) would bias them: the target draws y ~ p and descends into the child equal to y.\n\n"
     f"**Run** samples 32 tokens at T = {TEMPERATURE:g} with the trained draft, as a chain of K = {K} and as a tree "
-    f"of N nodes, depth ≤ {K}. Guess how many more tokens per iteration the tree yields (right inside the 95 % "
-    f"interval of the difference, or within ±{rv.TREE_TOLERANCE:g}); Reveal adds what its verify cost.",
-    Guess("tokens per iteration: the tree's minus the chain's?", -1.0, 2.0, 0.05),
+    f"of N nodes, depth ≤ {K}. Guess how many more tokens per iteration the tree yields; Reveal adds what its "
+    "verify cost.",
+    Guess(f"tokens per iteration: the tree's minus the chain's? (within the run's interval or ±{rv.TREE_TOLERANCE:g} "
+          "counts)", -1.0, 2.0, 0.05),
     run_trees, reveal_trees,
     Setting("the tree's nodes", ((f"N = {K}: the chain's budget", K), (f"N = {4 * K}: four times it", 4 * K)), K),
     longer=f"{32 * LONGER} tokens for each instead of 32")
