@@ -178,7 +178,7 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         heads = [h.split(" ")[0] for h in heads]
     height = 190 + 74 * len(heads) if narrow else HEIGHT
     apply_layout(fig, f"Iteration {i + 1}, step {stage} of {N_STAGES}" if narrow else
-                 f"{title}: step {stage} of {N_STAGES}, {STAGES[stage - 1]}",
+                 f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}",
                  height=height, subtitle="" if narrow else subtitle, shapes=shapes, showlegend=False)
     top = 115 if it.tree is not None else 95 if stopped else 80
     fig.update_layout(margin={"l": 28, "r": 4, "t": 70 + 15 * len(lines), "b": 6} if narrow else
