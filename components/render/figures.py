@@ -158,7 +158,8 @@ def outcomes_figure(trace: Trace) -> go.Figure:
 
 
 def _outcome_hover(index: int, o, greedy: bool = False) -> str:
-    parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
+    tested = o.accepted + o.rejected
+    parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {tested} tested ({o.drafted} drafted)"]
     if o.rejected:
         parts.append(f"{o.rejected} rejected" + (f", {o.discarded} discarded untested" if o.discarded else ""))
     if o.resampled:
@@ -216,7 +217,7 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
 def _draft_hover(j: int, d) -> str:
     verdict = "accepted" if d.accepted else ("rejected" if d.tested else "not tested (after the first rejection)")
     lines = [f"draft {j + 1}: {plot_text(d.text or str(d.token_id), 40)} (id {d.token_id})",
-             f"p = {d.p:.4f}   q = {d.q:.4f}", f"α = {d.alpha:.4f}   u = {fmt(d.u, 4)}", verdict]
+             f"p = {fmt(d.p, 4)}   q = {fmt(d.q, 4)}", f"α = {fmt(d.alpha, 4)}   u = {fmt(d.u, 4)}", verdict]
     if d.p_raw is not None or d.q_raw is not None:
         lines.append(f"unwarped: p = {fmt(d.p_raw, 4)}   q = {fmt(d.q_raw, 4)}")
     return "<br>".join(lines)

@@ -13,6 +13,7 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from components.render import palette as pal
+from components.render.base import fmt
 
 CSS = f"""
 .sd-tokens {{ font-family: {pal.FONT}; font-size: 18px; line-height: 2.1; color: #111; background: #fff;
@@ -54,7 +55,7 @@ def _span(cls: str, text: str, title: str) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4f}"
+    return fmt(x, 4)
 
 
 def draft_title(j: int, d: DraftRecord, k: int) -> str:

@@ -199,7 +199,7 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
         labels.append(f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>q {fmt(nd.q, 2)} · p {fmt(nd.p, 2)}<br>"
                       f"{walk_text(nd, order[j], tree.rule)}")
         hovers.append(f"node {j + 1}: {html.escape(repr(tok), quote=False)} (id {nd.token_id}), depth {xs[j]}, "
-                      f"child {order[j]} of its parent<br>q = {nd.q:.4f} · p = {nd.p:.4f}<br>"
+                      f"child {order[j]} of its parent<br>q = {fmt(nd.q, 4)} · p = {fmt(nd.p, 4)}<br>"
                       f"α = {fmt(nd.alpha, 2)} · u = {fmt(nd.u, 2)} · {html.escape(nd.status, quote=False)}")
         colours.append(_colour(nd.status))
     if final is not None:
