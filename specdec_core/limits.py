@@ -100,7 +100,7 @@ def check_tree_nodes(value: Any) -> int:
 
 
 def check_tree_top_k(value: Any) -> int:
-    return whole("tree top-k", value, 1, MAX_TREE_TOP_K)
+    return whole("tree top-k (children per node)", value, 1, MAX_TREE_TOP_K)
 
 
 def check_prompt(value: Any) -> str:
