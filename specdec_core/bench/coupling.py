@@ -1,13 +1,14 @@
 """Coupled sampling's price: acceptance and speed of the standard and the coupled rule, the same draft, held-out
 prompts.
 
-    python -m specdec_core.bench --only coupling                        # 5 prompts, 48 new tokens, 2 rounds
+    python -m specdec_core.bench --only coupling --threads 1            # 4 prompts, 40 new tokens, 2 rounds
     python -m specdec_core.bench --only coupling --coupling-prompts 2 --quick
 
 For each held-out prompt (``training.prompts.heldout_prompts``, the held-out section's draw), temperature and round
 (the round's index is the seed), four runs, in alternating order: our target-only baseline under each sampler and
-the feature draft under each sampler, all at our defaults (``config.recommended_config()``: the cost-aware K,
-cap 10, the confidence stop). Per temperature and rule:
+the feature draft under each sampler, all with a fixed K = ``K`` and no confidence stop (so every rule is offered
+the same drafts, whatever the cost-aware policy would make of the machine's load; ``k=0`` in the settings: our
+defaults, ``config.recommended_config()``). Per temperature and rule:
 - acceptance per tested draft (accepted ÷ tested: the chance a draft the target looked at was accepted), with its
   Wilson 95 % interval (``intervals.wilson``; drafts of one iteration are not independent, so a little narrow);
 - at the coupled runs' tested positions, from each position's p and q (the trace's ``tv`` and ``coupled_alpha``):
@@ -34,22 +35,26 @@ from ..intervals import rounds_interval, wilson
 from ..trace import Trace
 
 GOAL = 0.8                      # coupled acceptance >= GOAL x standard acceptance
+K = 3                           # drafts per iteration (fixed)
 RULES = ("standard", "coupled")
 
 
 @dataclass(frozen=True)
 class CouplingSettings:
-    prompts: int = 5
+    prompts: int = 4
     seed: int = 23                  # the held-out section's draw
-    max_new_tokens: int = 48
+    max_new_tokens: int = 40
     repeats: int = 2                # rounds per prompt and temperature; round r runs with seed r
     temperatures: tuple[float, ...] = (0.7, 1.0)
     draft: str = "feature"
+    k: int = K                      # fixed K; 0: our defaults (the cost-aware K, cap 10, the confidence stop)
 
 
 def validate_coupling(cs: CouplingSettings) -> None:
     """Refuse bad settings before anything is loaded."""
     check_sample("coupling", cs.prompts, cs.repeats, (cs.draft,), ("feature", "trained"))
+    if not 0 <= cs.k <= 10:
+        raise ValueError(f"coupling k must be between 0 (our defaults) and 10, got {cs.k}")
     for t in cs.temperatures:
         if not t > 0:
             raise ValueError(f"coupling temperatures must be above 0 (greedy is the same under both rules), got {t}")
@@ -107,7 +112,8 @@ def _sides(target: torch.nn.Module, draft: torch.nn.Module, ids: list[int], temp
     kept: dict[str, list] = {rule: [] for rule in RULES}
     sides = {}
     for rule in RULES:
-        cfg = recommended_config(max_new_tokens=cs.max_new_tokens, temperature=temperature, seed=seed, sampler=rule)
+        settings = dict(max_new_tokens=cs.max_new_tokens, temperature=temperature, seed=seed, sampler=rule)
+        cfg = SpecConfig(k=cs.k, k_policy="fixed", **settings) if cs.k else recommended_config(**settings)
         sides[f"baseline {rule}"] = ours_baseline(target, ids, cfg, tokenizer)
         sides[rule] = ours_speculative(target, lambda: model_drafter(draft), ids, cfg, tokenizer,
                                        {"target": target, "draft": draft}, keep=kept[rule])
@@ -156,8 +162,9 @@ def _pct(x: float | None, digits: int = 3) -> str:
 
 def render_coupling(section: dict) -> str:
     s = section["settings"]
+    setting = f"fixed K = {s['k']}" if s.get("k") else "our defaults"
     out = [f"Coupled sampling against the standard rule ({s['prompts']} held-out prompts from "
-           f"`heldout_prompts(n, seed={s['seed']})`, the {s['draft']} draft, our defaults, {s['max_new_tokens']} new "
+           f"`heldout_prompts(n, seed={s['seed']})`, the {s['draft']} draft, {setting}, {s['max_new_tokens']} new "
            f"tokens, {s['repeats']} rounds (seed = round) per prompt and temperature). Acceptance = accepted ÷ tested "
            "drafts [Wilson 95 %]; at the coupled runs' tested positions: mean 1 − TV, mean P(y = x | x) and the "
            "floor (1 − TV)/(1 + TV); speedup = tokens/s over the same sampler's baseline, geometric mean over "

@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tree-top-k", type=int, default=TreeSettings.top_k,
                     help="the trees' most children per node (default 4)")
     ap.add_argument("--coupling-prompts", type=int, default=None, help="held-out prompts of the coupling section "
-                    "(default 5; quick 2)")
+                    "(default 4; quick 2)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap

@@ -33,11 +33,11 @@ from ..policy.roofline import shape_meta
 from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
+from .coupled_verify import verify_coupled
 from .proposal_check import checked_proposal
 from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
 from .run_state import RunState
 from .target import TargetModel, _resolve_eos, as_drafter, normalize_input_ids
-from .coupled_verify import verify_coupled
 from .tree_step import tree_step
 from .verify import verify
 

@@ -34,7 +34,7 @@ class RunState:
     trace: Trace
     text: Callable[[int], str]           # one token's text (display)
     running_text: RunningText            # the output text so far
-    sampler: Sampler | None = None       # how sampled tokens are drawn (``coupling``); the drafts' too, via ``policy``
+    sampler: Sampler                     # how sampled tokens are drawn (``coupling``); the drafts' too, via ``policy``
 
     def noise_from(self, start: int, vocab_size: int) -> Noise | None:
         """Coupled sampling at a temperature above 0: the keyed noise by offset from absolute position ``start``
