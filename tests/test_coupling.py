@@ -174,7 +174,7 @@ def test_drafts_drawn_with_the_same_noise_and_the_output_law():
     """Drafts drawn from q with the keyed noise (DraftPolicy.draw), verified by the coupled rule: the emitted
     tokens are the target's keyed samples, the first follows p_0 and, after an accepted draft, the second p_1
     (chi-square), and acceptance matches the mean coupled acceptance probability."""
-    n, first, second, accepted, expected = 3000, [], [], 0, 0.0
+    n, first, second, accepted, expected = 2000, [], [], 0, 0.0
     for seed in range(n):
         sampler = CoupledSampler(seed)
         policy = DraftPolicy(1.0, 0, 1.0, None, sampler=sampler).at(20)
@@ -189,7 +189,7 @@ def test_drafts_drawn_with_the_same_noise_and_the_output_law():
         expected += v.coupled_alpha[0]
     for tokens, p in ((first, P3[0]), (second, P3[1])):
         _chi_square_ok(np.bincount(tokens, minlength=5), p)
-    assert accepted / n == pytest.approx(expected / n, abs=0.03)
+    assert accepted / n == pytest.approx(expected / n, abs=0.035)
 
 
 # --- the coupled rule on a token tree -----------------------------------------------------------------------
