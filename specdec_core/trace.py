@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import MAX_K, MAX_TREE_NODES
-from .trace_sampler import check_sampler, sampler_of  # noqa: F401 - sampler_of: the trace's sampler, for readers
+from .trace_sampler import COUPLED_DRAFT_FIELDS, check_sampler, sampler_of  # noqa: F401 - sampler_of: for readers
 
 SCHEMA = "specdec-trace/1"
 MAX_ITERATIONS = 10_000
@@ -41,21 +41,16 @@ class DraftRecord:
     tested: bool = True          # False for drafts after the first rejection (never looked at)
     p_raw: float | None = None   # unwarped (temperature 1) target probability, for display
     q_raw: float | None = None   # unwarped draft probability (None for a point-mass drafter)
-    # coupled sampling only (config.sampler == "coupled", temperature > 0; None otherwise, and left out of to_dict):
-    target_token: int | None = None     # y: the target's own Gumbel-max sample at this position (tested drafts);
-                                        # accepted iff y == token_id; at the mismatch y is the token emitted
-    coupled_alpha: float | None = None  # P(y = x | x drafted) = 1 / Σ_j max(q_j, p_j q(x)/p(x)) (``coupling``):
-                                        # the coupled rule's acceptance probability, <= alpha
-    tv: float | None = None             # total variation between p and q at this position
+    # coupled sampling only (T > 0; tested drafts; None otherwise, left out of to_dict): docs/coupled-sampling.md
+    target_token: int | None = None     # y, the target's keyed sample here: accepted iff y == token_id
+    coupled_alpha: float | None = None  # P(y = x | x drafted) (``coupling.coupled_accept_prob``), <= alpha
+    tv: float | None = None             # total variation between p and q here
 
     @property
     def accept_prob(self) -> float:
         """The probability this draft was accepted with, once reached: ``coupled_alpha`` under coupling, else
         ``alpha`` (K policies and acceptance estimates read this)."""
         return self.alpha if self.coupled_alpha is None else self.coupled_alpha
-
-
-COUPLED_DRAFT_FIELDS = ("target_token", "coupled_alpha", "tv")   # written only when set
 
 
 @dataclass
@@ -68,9 +63,8 @@ class ResampledRecord:
     residual_prob: float | None = None        # probability of the replacement under the residual
     p_top: list[list] = field(default_factory=list)   # top-10 of p at that position
     q_top: list[list] = field(default_factory=list)   # top-10 of q at that position
-    q: float | None = None                    # coupled sampling: the draft's warped q of this token (the token is
-                                              # the target's y; there is no residual: residual_prob None,
-                                              # residual_top empty). None otherwise, and left out of to_dict
+    q: float | None = None                    # coupled sampling: the draft's q of this token (the target's y; no
+                                              # residual). None otherwise, and left out of to_dict
 
 
 @dataclass
@@ -183,7 +177,7 @@ class Trace:
                 for key in COUPLED_DRAFT_FIELDS:
                     if draft[key] is None:
                         del draft[key]
-            if it["resampled"] is not None and it["resampled"]["q"] is None:
+            if it["resampled"] is not None and it["resampled"]["q"] is None:   # likewise the resampled token's q
                 del it["resampled"]["q"]
         return d
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from .config import SAMPLERS
 
+COUPLED_DRAFT_FIELDS = ("target_token", "coupled_alpha", "tv")   # a draft record's coupled fields, written only when set
+
 
 def sampler_of(config: dict) -> str:
     """The sampler a trace's config records: "standard" when the field is absent."""
