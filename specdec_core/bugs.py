@@ -25,14 +25,19 @@ class InjectedBugs:
     # Token trees: verify distinct top-k siblings (chosen deterministically, not drawn from q) with the p/q
     # ratio and recursive rejection, as if they had been drawn from q (llama.cpp's tree example did).
     topk_ratio_rule: bool = False
+    # Coupled sampling: key the noise by (seed, iteration index, offset within the iteration) instead of the
+    # absolute position. Every position still gets fresh noise, so the output stays exact, but the text now
+    # depends on where iterations were cut (the drafter, K, the K policy): drafter invariance is lost.
+    coupled_noise_by_iteration: bool = False
 
     @property
     def any(self) -> bool:
         return (self.resample_from_p or self.greedy_draft_ratio_rule or self.drop_bonus or self.topk_ratio_rule
-                or self.draft_temperature is not None)
+                or self.coupled_noise_by_iteration or self.draft_temperature is not None)
 
     def names(self) -> list[str]:
-        on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus", "topk_ratio_rule") if getattr(self, n)]
+        on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus", "topk_ratio_rule",
+                          "coupled_noise_by_iteration") if getattr(self, n)]
         if self.draft_temperature is not None:
             on.append(f"draft_temperature={self.draft_temperature:g}")
         return on

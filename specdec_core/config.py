@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .limits import MAX_TREE_TOP_K, check_seed
+from .limits import K_POLICIES, MAX_TREE_TOP_K, SAMPLERS, check_seed
 
 MAX_K = 64
 MAX_NEW_TOKENS = 2048
-K_POLICIES = ("fixed", "heuristic", "cost")
 MAX_TREE_NODES = 64   # drafted nodes of a token tree per iteration (the trace's bound on drafts, like MAX_K)
 DEFAULT_TREE_TOP_K = 4
 
@@ -41,8 +40,15 @@ class SpecConfig:
     tree_nodes: int = 0         # > 0: draft a token tree of up to this many nodes per iteration (depth <= k), verified
                                 # in one target forward (decoding.tree_verify), where the drafter can; 0 = a chain
     tree_top_k: int = DEFAULT_TREE_TOP_K  # a tree's most children per node
+    sampler: str = "standard"   # "standard": speculative sampling (accept iff u < min(1, p/q), the residual on a
+                                # rejection), the run's generator; "coupled": drafter-invariant sampling
+                                # (docs/coupled-sampling.md): noise keyed by (seed, absolute position), accept iff
+                                # the draft equals the target's Gumbel-max sample, so the text equals the coupled
+                                # target-only run's for the same seed whatever the drafter, K or tree
 
     def __post_init__(self) -> None:
+        if not isinstance(self.sampler, str) or self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         policy = self.k_policy
         if not isinstance(policy, str) or policy not in K_POLICIES + ("",):
             raise ValueError(f"k_policy must be one of {', '.join(K_POLICIES)}, got {policy!r}")
@@ -92,10 +98,13 @@ class SpecConfig:
 
     def trace_dict(self) -> dict:
         """What a trace records of the settings: ``to_dict`` without the tree settings when no tree is asked for,
-        so chain runs are recorded as before trees existed."""
+        and without the sampler when it is "standard", so chain runs with the standard sampler are recorded as
+        before trees and coupling existed (a trace without ``sampler`` reads as "standard": ``trace.sampler_of``)."""
         d = self.to_dict()
         if not self.tree_nodes:
             del d["tree_nodes"], d["tree_top_k"]
+        if self.sampler == "standard":
+            del d["sampler"]
         return d
 
 

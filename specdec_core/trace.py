@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import MAX_K, MAX_TREE_NODES
+from .trace_sampler import COUPLED_DRAFT_FIELDS, check_sampler, sampler_of  # noqa: F401 - sampler_of: for readers
 
 SCHEMA = "specdec-trace/1"
 MAX_ITERATIONS = 10_000
@@ -24,7 +25,7 @@ MAX_REASON = 500          # an iteration's one-line reasons (k_reason, draft_sto
 ALPHA_TOL = 1e-4
 OPTIONAL_STATS = ("prefill_ms", "acceptance_ci", "speedup", "speedup_ci", "speedup_ci_method", "verdict")
 TREE_SIBLINGS = ("independent", "distinct")                        # drafters.tree.SIBLING_MODES
-TREE_RULES = ("greedy", "recursive_rejection", "target_draw")      # decoding.tree_verify
+TREE_RULES = ("greedy", "recursive_rejection", "target_draw", "coupled")   # decoding.tree_verify
 NODE_STATUSES = ("accepted", "rejected", "untested")
 
 
@@ -40,6 +41,16 @@ class DraftRecord:
     tested: bool = True          # False for drafts after the first rejection (never looked at)
     p_raw: float | None = None   # unwarped (temperature 1) target probability, for display
     q_raw: float | None = None   # unwarped draft probability (None for a point-mass drafter)
+    # coupled sampling only (T > 0; tested drafts; None otherwise, left out of to_dict): docs/coupled-sampling.md
+    target_token: int | None = None     # y, the target's keyed sample here: accepted iff y == token_id
+    coupled_alpha: float | None = None  # P(y = x | x drafted) (``coupling.coupled_accept_prob``), <= alpha
+    tv: float | None = None             # total variation between p and q here
+
+    @property
+    def accept_prob(self) -> float:
+        """The probability this draft was accepted with, once reached: ``coupled_alpha`` under coupling, else
+        ``alpha`` (K policies and acceptance estimates read this)."""
+        return self.alpha if self.coupled_alpha is None else self.coupled_alpha
 
 
 @dataclass
@@ -52,6 +63,8 @@ class ResampledRecord:
     residual_prob: float | None = None        # probability of the replacement under the residual
     p_top: list[list] = field(default_factory=list)   # top-10 of p at that position
     q_top: list[list] = field(default_factory=list)   # top-10 of q at that position
+    q: float | None = None                    # coupled sampling: the draft's q of this token (the target's y; no
+                                              # residual). None otherwise, and left out of to_dict
 
 
 @dataclass
@@ -157,9 +170,15 @@ class Trace:
             del d["baseline"]
         if self.calibration is None:
             del d["calibration"]
-        for it in d["iterations"]:   # chain iterations are written exactly as before trees existed
+        for it in d["iterations"]:   # chain iterations are written exactly as before trees (and coupling) existed
             if it.get("tree") is None:
                 it.pop("tree", None)
+            for draft in it["drafts"]:
+                for key in COUPLED_DRAFT_FIELDS:
+                    if draft[key] is None:
+                        del draft[key]
+            if it["resampled"] is not None and it["resampled"]["q"] is None:   # likewise the resampled token's q
+                del it["resampled"]["q"]
         return d
 
     @classmethod
@@ -238,7 +257,9 @@ def _parse_draft(d: Any, where: str, check_alpha: bool = True) -> DraftRecord:
         text=_get(d, "text", where, str), q=_prob(d, "q", where), p=_prob(d, "p", where),
         alpha=_prob(d, "alpha", where), u=_prob(d, "u", where, optional=True),
         accepted=_get(d, "accepted", where, bool), tested=_get(d, "tested", where, bool, True, True),
-        p_raw=_prob(d, "p_raw", where, optional=True), q_raw=_prob(d, "q_raw", where, optional=True))
+        p_raw=_prob(d, "p_raw", where, optional=True), q_raw=_prob(d, "q_raw", where, optional=True),
+        target_token=None if d.get("target_token") is None else _token_list([d["target_token"]], f"{where}.target_token")[0],
+        coupled_alpha=_prob(d, "coupled_alpha", where, optional=True), tv=_prob(d, "tv", where, optional=True))
     expected = min(1.0, r.p / r.q) if r.q > 0 else (1.0 if r.p > 0 else 0.0)
     if check_alpha and r.tested and abs(r.alpha - expected) > ALPHA_TOL:
         _fail(where, f"alpha {r.alpha} != min(1, p/q) = {expected}")
@@ -267,7 +288,8 @@ def _parse_iteration(d: Any, where: str) -> IterationRecord:
             residual_top=_top_list(rs.get("residual_top"), f"{w}.residual_top"),
             position=_get(rs, "position", w, int, True, 0),
             residual_prob=_prob(rs, "residual_prob", w, optional=True),
-            p_top=_top_list(rs.get("p_top"), f"{w}.p_top"), q_top=_top_list(rs.get("q_top"), f"{w}.q_top"))
+            p_top=_top_list(rs.get("p_top"), f"{w}.p_top"), q_top=_top_list(rs.get("q_top"), f"{w}.q_top"),
+            q=_prob(rs, "q", w, optional=True))
     bn = _get(d, "bonus", where, dict, optional=True)
     bonus = None
     if bn is not None:
@@ -451,6 +473,7 @@ def _parse_trace(d: Any) -> Trace:
             text=_get(bd, "text", "baseline", str), token_ms=[float(x) for x in token_ms],
             wall_ms=_nonneg(bd, "wall_ms", "baseline"), tokens_per_s=_nonneg(bd, "tokens_per_s", "baseline"),
             target_forwards=_get(bd, "target_forwards", "baseline", int, True, 0))
+    check_sampler(config, iterations)
     finish = _get(d, "finish_reason", "trace", str, True, "")
     if finish not in ("", "eos", "length", "stopped", "limit"):
         _fail("finish_reason", f"unknown value {finish!r}")

@@ -62,13 +62,13 @@ def test_generate_returns_a_valid_trace_and_a_summary(pool):
     ({"k": 0}, "K must be between 1 and 16"), ({"temperature": None}, "temperature must be a number, got None"),
     ({"temperature": float("nan")}, "temperature must be a number, got nan"),
     ({"top_p": "0.9"}, "top-p must be a number"), ({"max_new_tokens": 10_000}, "max new tokens must be between 1"),
-    ({"seed": -3}, "seed must be a non-negative integer"), ({"chat": "false"}, "chat must be true or false"),
+    ({"seed": -3}, "seed must be between 0 and 9007199254740991, got -3"), ({"chat": "false"}, "chat must be true or false"),
     ({"baseline": 1}, "baseline must be true or false"), ({"pair": "bundled|nope"}, "pair must be one of bundled|feature, bundled|trained, bundled|ngram"),
     ({"k_policy": "greedy"}, "K policy must be one of fixed, heuristic, cost, got 'greedy'"),
     ({"adaptive_k": True, "k_policy": "cost"}, "adaptive_k=true means k_policy='heuristic'"),
     ({"prompt": None}, "prompt must be text, got None"), ({"prompt": "  "}, "The prompt is empty"),
-    ({"confidence_stop": 2}, "the confidence stop must be a number from 0 (off) to 0.95, got 2"),
-    ({"tree_nodes": 99}, "tree nodes must be between 0 (a chain) and 32 here, got 99"),
+    ({"confidence_stop": 2}, "the confidence stop must be between 0 (off) and 0.95, got 2"),
+    ({"tree_nodes": 99}, "tree nodes must be between 0 (a chain) and 32, got 99"),
     ({"tree_nodes": "8"}, "tree nodes must be a whole number, got '8'"),
     ({"tree_top_k": 0}, "tree top-k (children per node) must be between 1 and 8, got 0"),
 ])
@@ -155,7 +155,7 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k"]
+                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k", "sampler"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]
@@ -191,3 +191,17 @@ def test_wrong_values_through_gradio_client_give_the_ui_message(client):
         client.predict(prompt=PROMPT, temperature=None, api_name="/generate")
     with pytest.raises(AppError, match="invalid trace"):
         client.predict(trace='{"schema": "specdec-trace/1"}', api_name="/validate_trace")
+
+
+def test_generate_with_the_coupled_sampler_keeps_the_baselines_sample(pool):
+    """sampler="coupled": the sampled text is the coupled baseline's for the same seed, and the summary says so;
+    the standard rule at the same seed draws another sample (the same distribution)."""
+    args = dict(prompt="Write a short poem about the sea.", pair="bundled|ngram", temperature=0.8, seed=3,
+                max_new_tokens=12, baseline=True, k_policy="fixed", k=3)
+    trace, summary = generate(pool, **args, sampler="coupled")
+    assert trace["config"]["sampler"] == "coupled"
+    assert trace["new_token_ids"] == trace["baseline"]["new_token_ids"] and "identical to baseline: yes" in summary
+    standard, _ = generate(pool, **args)
+    assert "sampler" not in standard["config"]                  # the standard rule is recorded as before
+    with pytest.raises(gr.Error, match=r"sampler must be one of standard, coupled, got 'nope'"):
+        generate(pool, prompt=PROMPT, sampler="nope")

@@ -267,7 +267,7 @@ def test_ngram_trace_uses_point_mass(lms):
     (dict(top_p=1.5), "top_p must be in (0, 1]"), (dict(top_k=-1), "top_k must be >= 0"),
     (dict(max_new_tokens=0), "max_new_tokens must be between 1 and 2048"),
     (dict(max_new_tokens=5000), "max_new_tokens must be between 1 and 2048"),
-    (dict(k=2.5), "k must be an integer"), (dict(seed=-1), "seed must be a non-negative"),
+    (dict(k=2.5), "k must be an integer"), (dict(seed=-1), "seed must be between 0 and 9007199254740991, got -1"),
 ])
 def test_bad_config_raises(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

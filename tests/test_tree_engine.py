@@ -183,8 +183,8 @@ def test_cli_tree_flags(capsys):
     from specdec_core.cli import build_parser, config_from_args, main
     cfg = config_from_args(build_parser().parse_args(["--prompt", "x", "--tree-nodes", "12", "--tree-top-k", "3"]))
     assert (cfg.tree_nodes, cfg.tree_top_k) == (12, 3)
-    for flags, message in ((["--tree-nodes", "65"], "tree_nodes must be between 0"),
-                           (["--tree-top-k", "9"], "tree_top_k (children per tree node) must be between 1")):
+    for flags, message in ((["--tree-nodes", "65"], "tree nodes must be between 0 (a chain) and 32, got 65"),
+                           (["--tree-top-k", "9"], "tree top-k (children per node) must be between 1 and 8, got 9")):
         assert main(["--prompt", "x", *flags]) == 2
         assert message in capsys.readouterr().err
 

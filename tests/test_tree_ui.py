@@ -246,7 +246,7 @@ def test_tree_settings_reach_the_config_and_bad_ones_are_named():
                           ({"tree_nodes": "4"}, "tree nodes must be a whole number"),
                           ({"tree_nodes": True}, "tree nodes must be a whole number"),
                           ({"tree_top_k": 0}, "tree top-k .children per node. must be between 1 and 8"),
-                          ({"tree_top_k": 9}, "tree top-k"), ({"tree_top_k": None}, "tree top-k must be a whole")]:
+                          ({"tree_top_k": 9}, "tree top-k"), ({"tree_top_k": None}, "tree top-k .children per node. must be a whole")]:
         with pytest.raises(gr.Error, match=message):
             _cfg(**tree)
 

@@ -24,7 +24,7 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ("new tokens", f"{st.new_tokens} ({FINISH.get(trace.finish_reason, trace.finish_reason)})",
          str(len(b.new_token_ids)) if b else "–"),
         ("iterations", str(st.iterations), "–"),
-        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafts; {acceptance_ci(trace)})",
+        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafted; {acceptance_ci(trace)})",
          "–"),
         ("tokens / iteration", f"{st.mean_tokens_per_iteration:.2f}", "1.00" if b else "–"),
         ("target forwards", str(st.target_forwards), str(b.target_forwards) if b else "–"),
@@ -41,6 +41,9 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         verdict = "– (no baseline in this run)"
     elif greedy:
         verdict = "yes" if same else "no"
+    elif cfg.get("sampler") == "coupled":
+        verdict = ("yes (coupled sampler: the target-only sample for this seed, whatever the draft)" if same else
+                   "no (the coupled sampler keeps the sample: only a float16/bfloat16 forward's last bits differ)")
     else:
         verdict = ("yes" if same else "no") + " (sampling: both are samples of the same distribution, not copies)"
     rows.append(("identical to baseline", verdict, ""))

@@ -188,8 +188,10 @@ def render_report(report: dict) -> str:
 
 def _settings_line(s: dict) -> str:
     head = f"Settings: greedy, {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; "
-    if not s.get("compare", True) and not s.get("theory", True):   # the held-out part only: its line says it all
-        return head + "held-out part only (settings in its section)."
+    if not s.get("compare", True) and not s.get("theory", True):   # the other parts say it all in their own line
+        parts = [name for name in ("heldout", "tree", "coupling") if s.get(name)]
+        return (f"Settings: {s.get('dtype', 'float32')} on {s.get('device', 'cpu')}; {', '.join(parts) or 'no'} "
+                "part only (settings, temperatures included, in its section).")
     if not s.get("compare", True):   # the theory part only: its own settings
         ks = s.get("theory_ks") or [0]
         return (head + f"theory part only: K = {min(ks)}…{max(ks)}, max_new_tokens={s.get('theory_max_new_tokens')}, "

@@ -4,6 +4,7 @@
                                               # held-out 22 on a slow day: bench_heldout)
     python -m specdec_core.bench --quick      # smoke test: 2 prompts, short outputs, 2 rounds
     python -m specdec_core.bench --json out.json --repeats 5
+    python -m specdec_core.bench --only coupling  # coupled vs standard sampling's acceptance and speed (bench.coupling)
 
 Method (all greedy, float32, one process):
 - models are loaded once and every side is run once untimed (warm-up) before anything is measured;
@@ -50,6 +51,7 @@ from .report import make_report, render_report, side_rows, write_json
 from ..config import MAX_K, RECOMMENDED_CONFIDENCE_STOP, SpecConfig, recommended_config
 from .settings import BenchSettings, DRAFT_K, EARLY_EXIT_LAYERS, NGRAM_K
 from .tree import TreeSettings
+from .coupling import CouplingSettings
 
 HF_DEFAULT_PROMPT_LOOKUP = 10  # transformers' documented prompt_lookup_num_tokens
 PAIRS = ("self", "trained", "feature", "early-exit", "tiny")
@@ -269,6 +271,10 @@ def run_benchmark(s: BenchSettings, log: Callable[[str], None] = print, profile:
         from .tree import run_tree_bench
         log("token trees against chains ...")
         report["tree"] = run_tree_bench(target, tok, s.tree, log)
+    if s.coupling is not None:
+        from .coupling import run_coupling
+        log("coupled sampling against the standard rule ...")
+        report["coupling"] = run_coupling(target, tok, s.coupling, log)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     if profile:
         log("profiling ...")
@@ -317,6 +323,9 @@ def validate_settings(s: BenchSettings) -> None:
     if s.tree is not None:
         from .tree import validate_tree
         validate_tree(s.tree)
+    if s.coupling is not None:
+        from .coupling import validate_coupling
+        validate_coupling(s.coupling)
 
 
 # --- profile --------------------------------------------------------------------------------------
@@ -360,9 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32",
                     help="float32 (default; greedy outputs then match token for token), bfloat16 or float16 "
                          "(batched and 1-token forwards may then differ in the last bits: ratios get refused)")
-    ap.add_argument("--only", choices=("compare", "theory", "heldout", "tree"), default=None,
+    ap.add_argument("--only", choices=("compare", "theory", "heldout", "tree", "coupling"), default=None,
                     help="run only the ours-vs-transformers groups, only the cost-model / K-policy sections, only "
-                         "the shipped drafts' speed on held-out prompts or only token trees against chains")
+                         "the shipped drafts' speed on held-out prompts, only token trees against chains or only "
+                         "coupled against standard sampling")
     ap.add_argument("--theory-k-max", type=int, default=None, help="K sweep 1..K_max (default 8; quick 4)")
     ap.add_argument("--theory-max-new-tokens", type=int, default=None, help="default 64 (as recommended_config()); quick 24")
     ap.add_argument("--theory-repeats", type=int, default=None, help="measured rounds (default 2; quick 1)")
@@ -380,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tree-nodes", type=int, default=TreeSettings.nodes, help="the trees' most nodes (default 16)")
     ap.add_argument("--tree-top-k", type=int, default=TreeSettings.top_k,
                     help="the trees' most children per node (default 4)")
+    ap.add_argument("--coupling-prompts", type=int, default=None, help="held-out prompts of the coupling section "
+                    "(default 4; quick 2)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap
@@ -396,6 +408,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         compare=args.only in (None, "compare"), theory=args.only in (None, "theory"),
         heldout=_heldout_settings(args) if args.only in (None, "heldout") else None,
         tree=_tree_settings(args) if args.only in (None, "tree") else None,
+        coupling=_coupling_settings(args) if args.only in (None, "coupling") else None,
         theory_ks=tuple(range(1, (args.theory_k_max or (4 if args.quick else 8)) + 1)),
         theory_max_new_tokens=args.theory_max_new_tokens or (24 if args.quick else 64),
         theory_repeats=args.theory_repeats if args.theory_repeats is not None else (1 if args.quick else 2),
@@ -419,6 +432,12 @@ def _tree_settings(args: argparse.Namespace) -> TreeSettings:
     return TreeSettings(prompts=args.tree_prompts if args.tree_prompts is not None else base.prompts,
                         seed=args.heldout_seed, max_new_tokens=base.max_new_tokens, repeats=base.repeats,
                         drafts=drafts, nodes=args.tree_nodes, top_k=args.tree_top_k)
+
+
+def _coupling_settings(args: argparse.Namespace) -> CouplingSettings:
+    base = CouplingSettings(prompts=2, max_new_tokens=24, repeats=1) if args.quick else CouplingSettings()
+    return CouplingSettings(prompts=args.coupling_prompts if args.coupling_prompts is not None else base.prompts,
+                            seed=args.heldout_seed, max_new_tokens=base.max_new_tokens, repeats=base.repeats)
 
 
 def _all_drafters() -> tuple[str, ...]:
@@ -467,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         if report.get("tree"):
             from .tree import render_tree
             text += "\n\n" + render_tree(report["tree"])
+        if report.get("coupling"):
+            from .coupling import render_coupling
+            text += "\n\n" + render_coupling(report["coupling"])
         report["markdown"] = text
         write_json(report, args.json)
     except (ValueError, RuntimeError, OSError) as e:

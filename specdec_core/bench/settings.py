@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from .coupling import CouplingSettings
 from .heldout import HeldoutSettings
 from .tree import TreeSettings
 
@@ -36,3 +37,4 @@ class BenchSettings:
     theory_drafters: tuple[str, ...] = ("ngram", "self", "trained", "feature")
     heldout: HeldoutSettings | None = HeldoutSettings()   # the shipped drafts on held-out prompts; None = skip
     tree: TreeSettings | None = TreeSettings()            # token trees against chains (bench.tree); None = skip
+    coupling: CouplingSettings | None = CouplingSettings()  # coupled vs standard sampling (bench.coupling); None = skip

@@ -1,12 +1,15 @@
 """Target-only generation: the baseline every speedup is measured against, through the same warp/sample
-functions, the same KV cache and the same clocks as the speculative loop."""
+functions, the same KV cache and the same clocks as the speculative loop. With ``SpecConfig(sampler="coupled")``
+each token is the Gumbel-max sample with the noise keyed by (seed, its absolute position) (``coupling``): the
+token a coupled speculative run with the same seed emits there, whatever its drafter."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 import torch
 from ..config import SpecConfig
-from ..sampling import sample, warp_logits
+from ..coupling import make_sampler
+from ..sampling import warp_logits
 from ..timing import now_ms
 from ..trace import BaselineResult
 from .record import RunningText
@@ -21,7 +24,7 @@ def stream_baseline(target: torch.nn.Module, input_ids: Any, cfg: SpecConfig, to
     eos = _resolve_eos(eos_token_id, tokenizer)
     tgt = TargetModel(target)
     device = tgt.device
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    sampler = make_sampler(cfg.sampler, cfg.seed, torch.Generator(device=device).manual_seed(cfg.seed))
     res = BaselineResult(new_token_ids=[], text="", token_ms=[], wall_ms=0.0, tokens_per_s=0.0)
     text = RunningText(tokenizer)
     t_run = now_ms(device)
@@ -32,8 +35,9 @@ def stream_baseline(target: torch.nn.Module, input_ids: Any, cfg: SpecConfig, to
     try:
         while True:
             logits = tgt.forward(ids)[-1]
+            sampler.start_iteration(len(res.new_token_ids), len(ids))   # one token per "iteration": keeps no noise
             tok = (int(logits.argmax()) if cfg.greedy
-                   else int(sample(warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p), gen)))
+                   else int(sampler.draw(warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p), len(ids))))
             ids = ids + [tok]
             res.new_token_ids.append(tok)
             t = now_ms(device)

@@ -7,7 +7,10 @@ One iteration, in order:
              (and, for a feature-reading drafter, the target's last hidden states at those positions);
  3. verify - ``verify.verify``: accept draft i iff u_i < alpha_i = min(1, p_i(x_i) / q_i(x_i)), left to
              right; on the first rejection sample from norm(max(0, p - q)), else a bonus from p_{K+1}
-             (greedy: keep the drafts that agree with the target's argmax, then emit the argmax);
+             (greedy: keep the drafts that agree with the target's argmax, then emit the argmax); with
+             ``SpecConfig(sampler="coupled")`` ``coupled_verify.verify_coupled``: accept draft i iff it equals the
+             target's sample y_i = argmax(p_i / E_i) with noise keyed by (seed, absolute position), emit y
+             where they stop (the drafts were drawn with the same noise: ``DraftPolicy.draw``);
  4. rollback - crop both KV caches to the accepted prefix (the drafter absorbs the new token next time);
  5. record - append the iteration to the trace (``record``); the streaming form yields here.
 With ``SpecConfig.tree_nodes`` > 0 and a drafter that drafts token trees (``propose_tree``), steps 1-4 draft a
@@ -23,12 +26,14 @@ import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
 from ..config import SpecConfig
+from ..coupling import make_sampler
 from ..drafters.base import DraftPolicy, Proposal, outlook_of
 from ..policy.kpolicy import make_k_policy
 from ..policy.roofline import shape_meta
 from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
+from .coupled_verify import verify_coupled
 from .proposal_check import checked_proposal
 from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
 from .run_state import RunState
@@ -55,6 +60,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             # 0. how many drafts, or tree nodes and depth (kpolicy), priced with what the drafter tells for free
             nodes, k, k_reason = _choose(r, cfg.max_new_tokens - (len(ids) - prompt_len) - 1, ids)
             t_iter = now_ms(device)
+            r.sampler.start_iteration(len(trace.iterations), len(ids))
             # 1-4: draft, ONE target forward, verify, keep the accepted prefix (_chain_step, or tree_step)
             step = (tree_step(r, ids, nodes, k, r.tree_top_k, bugs, target, cfg.full_trace) if nodes
                     else _chain_step(r, ids, k, bugs, target, cfg.full_trace))
@@ -86,15 +92,17 @@ def _chain_step(r: RunState, ids: list[int], k: int, bugs: InjectedBugs, target:
     """Steps 1-4 for a chain of up to k drafts (the module docstring)."""
     tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
     # 1. draft (checked: a proposal that breaks the protocol is refused)
-    prop = checked_proposal(drafter, ids, k, r.policy, target, device) if k > 0 else Proposal([], None)
+    prop = checked_proposal(drafter, ids, k, r.policy.at(len(ids)), target, device) if k > 0 else Proposal([], None)
     # 2. one target forward over [unseen tokens] + drafts -> n + 1 rows of logits
     t_v = now_ms(device)
     logits = tgt.forward(ids, prop.tokens, logits_to_keep=len(prop.tokens) + 1)
     verify_ms = now_ms(device) - t_v
     if r.reads_features:   # the drafter keeps what survives the rollback in step 4
         drafter.observe_features(tgt.features_from, tgt.features)
-    # 3. verify: accept / reject left to right, then the resampled or bonus token
-    verdict = verify(logits, prop, r.warping, r.gen, bugs, show=show)
+    # 3. verify: accept / reject left to right, then the resampled or bonus token (coupled: the target's own sample)
+    noise = r.noise_from(len(ids), logits.shape[-1])
+    verdict = (verify(logits, prop, r.warping, r.gen, bugs, show=show) if noise is None
+               else verify_coupled(logits, prop, r.warping, noise, bugs, show=show))
     emitted = cut_at_eos(verdict.emitted, r.eos)
     # 4. rollback both caches to the accepted prefix (at least one token stays unseen)
     valid = min(len(ids) + verdict.n_accepted, len(ids) + len(emitted) - 1)
@@ -112,8 +120,9 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     reads_features = bool(getattr(drafter, "reads_features", False))
     tgt = TargetModel(target, keep_features=reads_features)
     gen = torch.Generator(device=tgt.device).manual_seed(cfg.seed)
+    sampler = make_sampler(cfg.sampler, cfg.seed, gen, bugs)
     policy = DraftPolicy(cfg.temperature, cfg.top_k, cfg.top_p, gen, eos, bugs, raw_probs=cfg.full_trace,
-                         confidence_stop=cfg.confidence_stop)
+                         confidence_stop=cfg.confidence_stop, sampler=sampler)
     trace = Trace(config={**cfg.trace_dict(), "drafter": getattr(drafter, "name", type(drafter).__name__),
                           "device": str(tgt.device),
                           "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
@@ -125,7 +134,7 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
                     warping=Warping(cfg.temperature, cfg.top_k, cfg.top_p), k_policy=k_policy,
                     outlook=outlook_of(drafter), tree_nodes=cfg.tree_nodes if hasattr(drafter, "propose_tree") else 0,
                     tree_top_k=cfg.tree_top_k, eos=eos, reads_features=reads_features, trace=trace,
-                    text=token_texts(tokenizer), running_text=RunningText(tokenizer))
+                    text=token_texts(tokenizer), running_text=RunningText(tokenizer), sampler=sampler)
 
 
 def _choose(r: RunState, max_k: int, ids: list[int]) -> tuple[int, int, str]:

@@ -38,18 +38,21 @@ def new_records(verdict: Verdict, drafts: list[int], emitted: list[int], text: C
     is the verdict's accepted drafts then its new token, cut after an EOS (``cut_at_eos``): the new token was
     emitted iff it outlasts the accepted drafts (by position: its id may well be an accepted draft's)."""
     v = verdict
+    tested = len(v.target_tokens) if v.target_tokens is not None else 0   # coupled: per tested draft
     records = [DraftRecord(
         token_id=tok, text=text(tok) if show else "", q=v.q[i], p=v.p[i], alpha=v.alpha[i],
         u=v.u[i] if (i <= v.n_accepted and v.u is not None) else None, accepted=i < v.n_accepted,
         tested=i <= v.n_accepted, p_raw=None if v.p_raw is None else v.p_raw[i],
-        q_raw=None if v.q_raw is None else v.q_raw[i]) for i, tok in enumerate(drafts)]
+        q_raw=None if v.q_raw is None else v.q_raw[i],
+        **({"target_token": v.target_tokens[i], "coupled_alpha": v.coupled_alpha[i], "tv": v.tv[i]}
+           if i < tested else {})) for i, tok in enumerate(drafts)]
     resampled = bonus = None
     if len(emitted) > v.n_accepted:
         if v.rejected:
             resampled = ResampledRecord(
                 token_id=v.token, text=text(v.token), p=v.token_p, position=v.n_accepted,
                 residual_prob=v.token_residual_prob, residual_top=with_text(v.residual_top, text),
-                p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text))
+                p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text), q=v.token_q)
         else:
             bonus = BonusRecord(token_id=v.token, text=text(v.token), p=v.token_p)
     return records, resampled, bonus

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..coupling import CoupledSampler, Sampler
 from ..drafters.base import DraftOutlook, Drafter, DraftPolicy
 from ..policy.kpolicy import KPolicy
 from ..sampling import Warping
 from ..trace import Trace
+from .coupled_verify import Noise
 from .record import RunningText
 from .target import TargetModel
 
@@ -32,3 +34,13 @@ class RunState:
     trace: Trace
     text: Callable[[int], str]           # one token's text (display)
     running_text: RunningText            # the output text so far
+    sampler: Sampler                     # how sampled tokens are drawn (``coupling``); the drafts' too, via ``policy``
+
+    def noise_from(self, start: int, vocab_size: int) -> Noise | None:
+        """Coupled sampling at a temperature above 0: the keyed noise by offset from absolute position ``start``
+        (what the coupled verify reads); None otherwise (the standard rule, or greedy)."""
+        sampler = self.sampler
+        if not isinstance(sampler, CoupledSampler) or self.warping.greedy:
+            return None
+        device = self.tgt.device
+        return lambda offset: sampler.noise(start + offset, vocab_size, device)

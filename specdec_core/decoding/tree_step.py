@@ -30,13 +30,14 @@ def tree_step(r: RunState, ids: list[int], n_nodes: int, depth: int, top_k: int,
     """Steps 1-4 (module docstring) from ``ids``, with the run's drafter, target, generator, ... (``r``)."""
     tgt, drafter, device = r.tgt, r.drafter, r.tgt.device
     # 1. draft a tree (checked: a proposal that breaks the protocol is refused)
-    prop = checked_tree_proposal(drafter, ids, n_nodes, top_k, depth, r.policy, target, device)
+    prop = checked_tree_proposal(drafter, ids, n_nodes, top_k, depth, r.policy.at(len(ids)), target, device)
     # 2. one target forward over [unseen tokens] + the nodes -> N + 1 rows of logits
     t_v = now_ms(device)
     logits = tgt.tree_forward(ids, prop.tokens, prop.parents)
     verify_ms = now_ms(device) - t_v
     # 3. verify: the accepted path, then the replacement or bonus token
-    verdict = verify_tree(logits, prop, r.warping, r.gen, bugs, show=show)
+    verdict = verify_tree(logits, prop, r.warping, r.gen, bugs, show=show,
+                          noise=r.noise_from(len(ids), logits.shape[-1]))
     emitted = cut_at_eos(verdict.emitted, r.eos)
     # 4. keep the accepted path in both caches (at least one token stays unseen)
     valid = len(ids) + min(verdict.n_accepted, len(emitted) - 1)
@@ -59,17 +60,19 @@ def tree_records(v: TreeVerdict, prop: TreeProposal, emitted: list[int], text: C
     (every child of the path's last node failed) or the bonus (the path reached a leaf) when it was emitted,
     and the whole tree."""
     kept = v.path[:len(emitted)]
+    coupled = v.rule == "coupled"
     drafts = [DraftRecord(token_id=prop.tokens[i], text=text(prop.tokens[i]) if show else "", q=v.q[i], p=v.p[i],
                           alpha=v.accept_prob(i), u=v.u[i], accepted=True, tested=True,
                           p_raw=None if v.p_raw is None else v.p_raw[i],
-                          q_raw=None if v.q_raw is None else v.q_raw[i]) for i in kept]
+                          q_raw=None if v.q_raw is None else v.q_raw[i],
+                          target_token=prop.tokens[i] if coupled else None) for i in kept]
     resampled = bonus = None
     if len(emitted) > len(v.path):
         if v.rejected:
             resampled = ResampledRecord(
                 token_id=v.token, text=text(v.token), p=v.token_p, position=len(v.path),
                 residual_prob=v.token_residual_prob, residual_top=with_text(v.residual_top, text),
-                p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text))
+                p_top=with_text(v.p_top, text), q_top=with_text(v.q_top, text), q=v.token_q)
         else:
             bonus = BonusRecord(token_id=v.token, text=text(v.token), p=v.token_p)
     nodes = [TreeNodeRecord(token_id=t, text=text(t) if show else "", parent=prop.parents[i], q=v.q[i], p=v.p[i],

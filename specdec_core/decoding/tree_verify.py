@@ -21,6 +21,10 @@ level at a time; where it stops it emits one more token. Three rules, chosen by 
   emit y (at a leaf y is the bonus). Exact because every emitted token is a draw from p at its node.
   Recursive rejection is NOT exact for such siblings (they were not drawn from q); the injected bug
   ``topk_ratio_rule`` applies it anyway, as llama.cpp's tree example did.
+- ``"coupled"`` (coupled sampling, any siblings): as the target draw, with the target's token at each row its
+  keyed sample y = argmax(p / E_t) at the row's absolute position t (``coupled_verify``): descend into the child
+  equal to y, else emit y. Every emitted token is the target's own keyed sample given the accepted prefix, so
+  the output is the coupled target-only run's whatever the tree (exact and drafter-invariant).
 
 tests/test_tree_verify.py checks all three by enumeration: the law of the emitted tokens equals p to
 float64 precision. Randomness comes from the run's generator in a fixed order: recursive rejection draws
@@ -37,17 +41,20 @@ from dataclasses import dataclass, field
 import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
-from ..drafters.tree import TreeProposal, children
+from ..drafters.tree import TreeProposal, children, depths
 from ..sampling import Warping, acceptance_probs, inverse_cdf, residual_distribution, sample
 from ..trace import TREE_RULES as RULES
+from .coupled_verify import CoupledDraws, Noise
 from .verify import Top, _top, host_values, sampled_to_host
 
 
-def rule_for(siblings: str, greedy: bool, bugs: InjectedBugs = NO_BUGS) -> str:
+def rule_for(siblings: str, greedy: bool, bugs: InjectedBugs = NO_BUGS, coupled: bool = False) -> str:
     """The verification rule that is exact for this kind of siblings (or, with the ``topk_ratio_rule`` bug,
-    recursive rejection on distinct siblings, which is not)."""
+    recursive rejection on distinct siblings, which is not); under coupled sampling the coupled rule."""
     if greedy:
         return "greedy"
+    if coupled:
+        return "coupled"
     if siblings == "independent" or bugs.topk_ratio_rule:
         return "recursive_rejection"
     return "target_draw"
@@ -69,13 +76,14 @@ class TreeVerdict:
     stopped_at_leaf: bool                # True: the token is a bonus; False: every child of the stop failed
     token_p: float                       # warped p of the token at the stop
     token_residual_prob: float | None    # its probability under what it was drawn from given the children
-                                         # failed (None for a bonus)
+                                         # failed (None for a bonus, and under the coupled rule)
     p_raw: list[float] | None = None     # display: unwarped p(x), q(x) per node
     q_raw: list[float] | None = None
     drawn_from: torch.Tensor | None = None   # (V,) the law of the token given the walk (None when greedy)
     residual_top: Top = field(default_factory=list)   # shown when every child failed (``show``)
     p_top: Top = field(default_factory=list)
     q_top: Top = field(default_factory=list)
+    token_q: float | None = None         # the coupled rule: the draft's q (at the stop) of the token emitted there
 
     @property
     def n_accepted(self) -> int:
@@ -87,20 +95,24 @@ class TreeVerdict:
 
     def accept_prob(self, node: int) -> float:
         """The probability an accepted node was accepted with, once reached and its earlier siblings failed:
-        its alpha (recursive rejection), p(x) (the target draw), 1 (greedy)."""
+        its alpha (recursive rejection), p(x) (the target draw), 1 (greedy). The coupled rule: p(x), the chance
+        the target's keyed sample is x before the draft's noise is known (given it, the chance is not p(x))."""
         if self.rule == "recursive_rejection":
             return float(self.alpha[node])
-        return self.p[node] if self.rule == "target_draw" else 1.0
+        return self.p[node] if self.rule in ("target_draw", "coupled") else 1.0
 
 
 def verify_tree(logits: torch.Tensor, proposal: TreeProposal, warping: Warping,
-                generator: torch.Generator | None, bugs: InjectedBugs = NO_BUGS, show: bool = False) -> TreeVerdict:
+                generator: torch.Generator | None, bugs: InjectedBugs = NO_BUGS, show: bool = False,
+                noise: Noise | None = None) -> TreeVerdict:
     """Verify a token tree (module docstring). ``logits`` (N + 1, V): the target's logits at the root
     (row 0) and at node i (row i + 1). ``show``: also the unwarped p(x), q(x) per node and, where every child
     failed, the top ``TOP_N`` of what the token was drawn from, of p and of the first child's q.
+    ``noise``: coupled sampling's keyed noise by offset from the root's row (``coupled_verify.Noise``; a node at
+    depth d reads offset d); given, the rule is the coupled one (no generator call).
     Injected bugs: ``topk_ratio_rule`` (module docstring), ``resample_from_p`` (the replacement drawn from p,
-    not the last residual), ``drop_bonus`` (the bonus at a leaf left out)."""
-    rule = rule_for(proposal.siblings, warping.greedy, bugs)
+    not the last residual), ``drop_bonus`` (the bonus at a leaf left out); the coupled rule knows only the last."""
+    rule = rule_for(proposal.siblings, warping.greedy, bugs, coupled=noise is not None)
     n, dev = len(proposal.tokens), logits.device
     rows, x = _index(proposal, dev)
     raw_p = raw_q = None
@@ -122,6 +134,10 @@ def verify_tree(logits: torch.Tensor, proposal: TreeProposal, warping: Warping,
         d = decide_tree(p, proposal, rule, u=u, bugs=bugs, raw=(raw_p, raw_q))
         token_t = sample(d.drawn_from, generator)
         return _finish(d, proposal, token_t, p, d.p_raw, d.q_raw, show)
+    if rule == "coupled":
+        d = decide_tree(p, proposal, rule, draws=CoupledDraws(p, noise, [0] + depths(proposal.parents)), bugs=bugs,
+                        raw=(raw_p, raw_q))
+        return _finish(d, proposal, None, p, d.p_raw, d.q_raw, show)
     u = torch.rand((n + 1, 1), generator=generator, dtype=torch.float64, device=dev)   # as ``sample`` draws
     draws = _LazyDraws(p, u) if dev.type == "cpu" else inverse_cdf(p, u)   # the CPU samples only rows visited
     d = decide_tree(p, proposal, rule, draws=draws, bugs=bugs, raw=(raw_p, raw_q))
@@ -151,7 +167,8 @@ class TreeDecision:
 
 
 def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule: str, *,
-                u: torch.Tensor | None = None, draws: "torch.Tensor | list[int] | _LazyDraws | None" = None,
+                u: torch.Tensor | None = None,
+                draws: "torch.Tensor | list[int] | _LazyDraws | CoupledDraws | None" = None,
                 q_x: list[float] | None = None, bugs: InjectedBugs = NO_BUGS,
                 raw: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)) -> TreeDecision:
     """The walk of ``rule`` for given randomness. ``target_probs`` (N + 1, V): warped p at the root and at
@@ -188,9 +205,9 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
                             token=None, drawn_from=drawn, p_stop=p_stop,
                             keeps_new_token=not (bugs.drop_bonus and leaf and path), p_raw=host.p_raw,
                             q_raw=host.q_raw)
-    if rule != "target_draw":
+    if rule not in ("target_draw", "coupled"):
         raise ValueError(f"unknown tree verification rule {rule!r}; expected one of {RULES}")
-    if isinstance(draws, _LazyDraws):
+    if isinstance(draws, (_LazyDraws, CoupledDraws)):
         host = host_values(p=p_x, q=q_x, raw=raw)
         y: list[int] | _LazyDraws = draws
     else:   # every row's draw and its p come with the walk's values, in one transfer
@@ -203,8 +220,8 @@ def decide_tree(target_probs: torch.Tensor | None, proposal: TreeProposal, rule:
     p_stop = target_probs[stop + 1]
     token = y[stop + 1]
     token_p = host.ids_p[stop + 1] if host.ids_p is not None else float(p_stop[token])
-    drawn, token_res = p_stop, None
-    if kids:   # y was none of the children: its law is p without them
+    drawn, token_res = (p_stop if rule == "target_draw" else None), None
+    if kids and rule == "target_draw":   # y was none of the children: its law is p without them
         kid_tokens = sorted({tokens[c] for c in kids})
         drawn = p_stop.clone()
         drawn[torch.tensor(kid_tokens, device=dev)] = 0
@@ -302,12 +319,22 @@ def _finish(d: TreeDecision, proposal: TreeProposal, token_t: torch.Tensor | Non
     display rows, in one transfer."""
     kids = children(proposal.parents, d.stop)
     tops: dict[str, Top] = {}
+    token_q = None
     if d.rule == "greedy":
         token, token_p, res = d.token, 1.0, (None if d.stopped_at_leaf else 1.0)
         if show and kids:
             q_first = (_top(proposal.draft_probs[kids[0]]) if proposal.draft_probs is not None
                        else [(proposal.tokens[kids[0]], 1.0)])
             tops = dict(residual_top=[(token, 1.0)], p_top=[(token, 1.0)], q_top=q_first)
+    elif d.rule == "coupled":   # the target's own keyed sample: no residual
+        token, token_p, res = d.token, d.token_p, None
+        if kids and proposal.draft_probs is not None:   # the children of the stop hang off one q
+            q_stop = proposal.draft_probs[kids[0]]
+            token_q = float(q_stop[token])
+            tops = dict(p_top=_top(d.p_stop), q_top=_top(q_stop)) if show else {}
+        elif kids:                                       # point masses on the children, none of them y
+            token_q = 0.0
+            tops = dict(p_top=_top(d.p_stop), q_top=[(proposal.tokens[kids[0]], 1.0)]) if show else {}
     elif d.token_p is not None and not (show and kids):   # the target draw: all on the host already
         token, token_p, res = d.token, d.token_p, d.token_residual_prob
     else:
@@ -319,7 +346,8 @@ def _finish(d: TreeDecision, proposal: TreeProposal, token_t: torch.Tensor | Non
     emitted = [proposal.tokens[i] for i in d.path] + ([token] if d.keeps_new_token else [])
     return TreeVerdict(rule=d.rule, path=d.path, token=token, emitted=emitted, status=d.status, p=d.p, q=d.q,
                        alpha=d.alpha, u=d.u, stopped_at_leaf=d.stopped_at_leaf, token_p=token_p,
-                       token_residual_prob=res, p_raw=p_raw, q_raw=q_raw, drawn_from=d.drawn_from, **tops)
+                       token_residual_prob=res, p_raw=p_raw, q_raw=q_raw, drawn_from=d.drawn_from, token_q=token_q,
+                       **tops)
 
 
 def _index(proposal: TreeProposal, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

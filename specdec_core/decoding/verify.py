@@ -69,6 +69,11 @@ class Verdict:
     residual_top: Top = field(default_factory=list)   # shown at a rejection (``show``): the residual,
     p_top: Top = field(default_factory=list)          # p and q at the rejected position, top TOP_N
     q_top: Top = field(default_factory=list)
+    # coupled sampling only (``coupled_verify``; None otherwise), per tested draft:
+    target_tokens: list[int] | None = None   # y, the target's Gumbel-max sample at the draft's position
+    coupled_alpha: list[float] | None = None  # P(y = x | x drafted)
+    tv: list[float] | None = None             # TV(p, q)
+    token_q: float | None = None              # the draft's q of the token emitted at a mismatch
 
     @property
     def rejected(self) -> bool:

@@ -20,6 +20,7 @@ rollback (so the rows past the accepted prefix are dropped by it).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +29,19 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
+from ..coupling import Sampler
 from ..sampling import sample, warp_logits
 from ..timing import now_ms
 
 
 @dataclass
 class DraftPolicy:
-    """How drafts are drawn: the run's warping, its generator, and any injected bugs."""
+    """How drafts are drawn: the run's warping, its generator or sampler, and any injected bugs.
+
+    A sampled draft token is drawn with ``draw(q, offset)``: through the run's ``sampler`` at absolute position
+    ``position + offset`` (``position``: where the proposal's first token goes, set by the engine with ``at``),
+    so a coupled run drafts with the same keyed noise the target's tokens are drawn with, whatever the drafter
+    (``coupling``); without a sampler, from ``generator``."""
     temperature: float
     top_k: int
     top_p: float
@@ -43,10 +50,27 @@ class DraftPolicy:
     bugs: InjectedBugs = NO_BUGS
     raw_probs: bool = True      # also return the unwarped q (display only; full traces want it)
     confidence_stop: float = 0.0  # stop after a draft whose ``chain_confidence`` falls below this (0 = never)
+    sampler: Sampler | None = None  # None: draw from ``generator`` (the standard sampler)
+    position: int = 0           # absolute position (index in prompt + generated) of the proposal's first token
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def coupled(self) -> bool:
+        """Sampled drafts are drawn with the coupled sampler's keyed noise."""
+        return self.sampler is not None and self.sampler.coupled and not self.greedy
+
+    def at(self, position: int) -> "DraftPolicy":
+        """This policy for a proposal whose first token goes at absolute ``position``."""
+        return dataclasses.replace(self, position=position)
+
+    def draw(self, probs: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """A token per row of ``probs`` (..., V) for the token ``offset`` places after the proposal's first."""
+        if self.sampler is None:
+            return sample(probs, self.generator)
+        return self.sampler.draw(probs, self.position + offset)
 
 
 @dataclass
@@ -109,9 +133,11 @@ def with_catchup(prop: P, catchup_ms: float) -> P:
     return prop
 
 
-def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The drafted token and the warped q it was drawn from (None when greedy: q is the point mass on
-    the argmax, and no (V,) one-hot is built). Injected bugs change only how the token is drawn."""
+def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy, offset: int = 0
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The drafted token (``offset`` places after the proposal's first) and the warped q it was drawn from (None
+    when greedy: q is the point mass on the argmax, and no (V,) one-hot is built). Injected bugs change only how
+    the token is drawn."""
     if policy.greedy:
         return logits.argmax(-1), None
     q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
@@ -119,8 +145,8 @@ def draw_draft_token(logits: torch.Tensor, policy: DraftPolicy) -> tuple[torch.T
     if bugs.greedy_draft_ratio_rule:
         return logits.argmax(-1), q
     if bugs.draft_temperature is not None:
-        return sample(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), policy.generator), q
-    return sample(q, policy.generator), q
+        return policy.draw(warp_logits(logits, bugs.draft_temperature, policy.top_k, policy.top_p), offset), q
+    return policy.draw(q, offset), q
 
 
 def chain_confidence(chain: float, logits: torch.Tensor) -> float:
@@ -147,7 +173,7 @@ def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor]
     for i in range(k):
         t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
         logits = step(i, prev)
-        tok, q = draw_draft_token(logits, policy)
+        tok, q = draw_draft_token(logits, policy, i)
         if q is not None:
             qs.append(q)
         times.append(now_ms(device) - t_start)

@@ -19,6 +19,11 @@ candidates by q; under sampling a drafter may instead draw ``"independent"`` sib
 from the warped q at the parent (repeats allowed, as the recursive-rejection rule needs; kept as drawn: chosen
 by their parent's score, in draw order). Row i of ``draft_probs`` is the warped q at node i's parent (None
 when greedy); the greedy top-1 path is the chain the same draft drafts greedily.
+
+Coupled sampling (``DraftPolicy.coupled``): siblings are distinct, the first the draft's coupled draw
+x = argmax(q / E_t) at the children's absolute position t (the token the chain would draft there), then the best
+other candidates by q. The coupled tree rule (descend into the child equal to the target's y_t) is exact for
+any children; the coupled draw is the one most likely to equal y_t when q is close to p.
 """
 from __future__ import annotations
 
@@ -43,21 +48,26 @@ class _Growth:
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)        # 1 for a child of the root
     dist: list[int] = field(default_factory=list)          # index into ``qs`` / ``raws``: the parent's distribution
     qs: list[torch.Tensor] = field(default_factory=list)    # warped q per expanded parent (sampling only)
     raws: list[torch.Tensor] = field(default_factory=list)  # unwarped softmax per expanded parent
 
 
-def _children(logits: torch.Tensor, top_k: int, policy: DraftPolicy, siblings: str
+def _children(logits: torch.Tensor, top_k: int, policy: DraftPolicy, siblings: str, offset: int = 0
               ) -> tuple[list[int], torch.Tensor, torch.Tensor | None]:
-    """The children of one expanded node: their tokens, the unwarped softmax and the warped q (None when
-    greedy). Distinct: the ``top_k`` best by warped q (greedy: by the unwarped softmax), never a token q
-    gives no mass; independent: ``top_k`` i.i.d. draws from q."""
+    """The children of one expanded node (``offset``: their depth − 1, places after the tree's first level):
+    their tokens, the unwarped softmax and the warped q (None when greedy). Distinct: the ``top_k`` best by warped
+    q (greedy: by the unwarped softmax), never a token q gives no mass; coupled: the coupled draw first (module
+    docstring); independent: ``top_k`` i.i.d. draws from q."""
     raw = logits.float().softmax(-1)
     if policy.greedy:
         order = _top(raw, top_k)
         return order, raw, None
     q = warp_logits(logits, policy.temperature, policy.top_k, policy.top_p)
+    if policy.coupled:
+        first = int(policy.draw(q, offset))
+        return [first] + [t for t in _top(q, min(top_k, int((q > 0).sum()))) if t != first][:top_k - 1], raw, q
     if siblings == "independent":
         draws = sample(q.expand(top_k, -1), policy.generator).tolist()
         return [int(x) for x in draws], raw, q
@@ -76,7 +86,7 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
     most ``max_depth`` (module docstring), from the draft's logits after the root and the ``step`` that runs
     one expansion forward. ``first_ms``: the time of the forward that gave ``root_logits`` (its first entry
     of ``forward_ms``). Returns the proposal and, for each of its nodes, the index ``step`` knew it by."""
-    if policy.greedy:
+    if policy.greedy or policy.coupled:
         siblings = "distinct"
     if n_nodes <= 0 or max_depth <= 0 or top_k <= 0:
         return TreeProposal([], [], siblings, None, forward_ms=[first_ms], forwards=1), []
@@ -117,7 +127,8 @@ def grow_tree(root_logits: torch.Tensor, step: ExpandStep, n_nodes: int, top_k: 
 
 def _add_children(g: _Growth, parent: int, parent_score: float, logits: torch.Tensor,
                   top_k: int, policy: DraftPolicy, siblings: str) -> None:
-    tokens, raw, q = _children(logits, top_k, policy, siblings)
+    depth = 1 if parent < 0 else g.depths[parent] + 1
+    tokens, raw, q = _children(logits, top_k, policy, siblings, depth - 1)
     g.raws.append(raw)
     g.qs.append(q)
     conf = raw[tokens].tolist()
@@ -125,6 +136,7 @@ def _add_children(g: _Growth, parent: int, parent_score: float, logits: torch.Te
         g.tokens.append(tok)
         g.parents.append(parent)
         g.scores.append(parent_score * c)
+        g.depths.append(depth)
         g.dist.append(len(g.raws) - 1)
 
 

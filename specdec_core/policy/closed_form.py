@@ -55,9 +55,10 @@ def approximate_speedup(alpha: float, k: int, c: float) -> float:
 
 def estimate_alpha(trace: Trace) -> float | None:
     """Mean of min(1, p/q) over the drafts that were tested: an unbiased, low-variance estimate of
-    alpha (each tested draft's alpha is its acceptance probability). Chain iterations only: a token tree's
+    alpha (each tested draft's alpha is its acceptance probability; under coupled sampling the coupled rule's
+    ``coupled_alpha`` is, and is used: ``DraftRecord.accept_prob``). Chain iterations only: a token tree's
     drafts are its accepted path, which would bias the mean up."""
-    alphas = [d.alpha for it in trace.iterations if it.tree is None for d in it.drafts if d.tested]
+    alphas = [d.accept_prob for it in trace.iterations if it.tree is None for d in it.drafts if d.tested]
     return sum(alphas) / len(alphas) if alphas else None
 
 

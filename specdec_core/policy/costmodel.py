@@ -171,7 +171,8 @@ class TimeSplit:
 
 def acceptance_profile(traces: Sequence[Trace]) -> AcceptanceProfile:
     """Per-position acceptance pooled over runs: accept[j-1] = mean alpha of the tested j-th drafts
-    (alpha is a tested draft's acceptance probability: 0/1 in greedy mode); propose[j-1] = share of
+    (alpha is a tested draft's acceptance probability: 0/1 in greedy mode; under coupled sampling the coupled
+    rule's, ``DraftRecord.accept_prob``); propose[j-1] = share of
     iterations that asked for >= j drafts and got j-1 that also got a j-th. Runs of token trees alone: the
     trees' best children by depth (``tree_cost.branch_table``), what a chain of the draft's best guesses meets."""
     iterations = [it for tr in traces for it in tr.iterations]
@@ -194,7 +195,7 @@ def iterations_profile(iterations: Sequence[IterationRecord],
     for it in iterations:
         for j, d in enumerate(it.drafts, 1):
             if d.tested:
-                acc.setdefault(j, []).append(d.alpha)
+                acc.setdefault(j, []).append(d.accept_prob)
         for j in range(1, it.k + 1):
             if len(it.drafts) >= j - 1:
                 asked[j] = asked.get(j, 0) + 1

@@ -319,7 +319,7 @@ class CostAwareK:
         if it.tree is None:
             for j, d in enumerate(it.drafts, 1):
                 if d.tested:
-                    self.acc.add(j, d.alpha)
+                    self.acc.add(j, d.accept_prob)   # alpha; under coupling the coupled rule's
             if not self.draft_per_token:
                 for j in range(1, it.k + 1):
                     if len(it.drafts) >= j - 1:

@@ -111,7 +111,8 @@ def best_tree_rate(costs: Costs, accept: BranchAccept, n_max: int, top_k: int, m
 def branch_observations(it: IterationRecord) -> list[tuple[int, int, float]]:
     """(depth, rank, acceptance) of every child of a node a tree iteration's verification reached (the root
     and the accepted path): 1 if accepted, else 0, or under the target-draw rule its p (the probability it had
-    of being the target's draw, the same mean with less noise). Empty for a chain iteration."""
+    of being the target's draw, the same mean with less noise; not under the coupled rule, whose first child is
+    drawn with the target's own noise and matches more often than its p). Empty for a chain iteration."""
     tree = it.tree
     if tree is None:
         return []

@@ -15,6 +15,7 @@ the target's first n tokens, so the prefix is what we test, after the first iter
 
 With ``tree_nodes`` > 0 each run drafts a token tree (where the drafter can) and the test covers the tree's
 verification rule too; the ``topk_ratio_rule`` bug verifies its top-k siblings with the p/q ratio instead.
+``sampler="coupled"`` tests the coupled rule (``decoding.coupled_verify``) instead of the standard one.
 
 Injected bugs (``specdec_core.bugs``) go through the same engine call; ``bug_notes`` says, for each
 switch, whether it can bias this setup at all and why (dropping the bonus never does).
@@ -59,6 +60,7 @@ class LabSettings:
     support_cap: int = SUPPORT_CAP
     tree_nodes: int = 0         # > 0: each iteration drafts a token tree of up to this many nodes, depth <= k
     tree_top_k: int = DEFAULT_TREE_TOP_K   # a tree's most children per node
+    sampler: str = "standard"   # "standard" (speculative sampling) or "coupled" (drafter-invariant: ``coupling``)
 
     def __post_init__(self) -> None:
         if self.n_tokens not in (1, 2):
@@ -67,13 +69,13 @@ class LabSettings:
             raise ValueError(f"the number of runs must be an integer between 1 and {MAX_RUNS}, got {self.n_runs!r}")
         if isinstance(self.support_cap, bool) or not isinstance(self.support_cap, int) or self.support_cap < 1:
             raise ValueError(f"support_cap must be a positive integer, got {self.support_cap!r}")
-        self.spec_config(0)   # validates k, temperature, top_k, top_p, seed, the tree with SpecConfig's messages
+        self.spec_config(0)   # validates k, temperature, top_k, top_p, seed, the tree, the sampler (SpecConfig's words)
 
     def spec_config(self, i: int) -> SpecConfig:
         """The engine settings of run i: long enough that the first iteration drafts k tokens."""
         return SpecConfig(k=self.k, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                           max_new_tokens=self.n_tokens + self.k, seed=self.seed + i, full_trace=False,
-                          tree_nodes=self.tree_nodes, tree_top_k=self.tree_top_k)
+                          tree_nodes=self.tree_nodes, tree_top_k=self.tree_top_k, sampler=self.sampler)
 
 
 @dataclass
@@ -353,12 +355,17 @@ def _plot_bins(exact: ExactDistribution, observed: np.ndarray, other_obs: int,
 # --- what each switch can do here ----------------------------------------------------------------
 
 def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int = 1, k: int = 1,
-              tree_nodes: int = 0) -> list[str]:
+              tree_nodes: int = 0, sampler: str = "standard") -> list[str]:
     """For each injected bug that is on: can it bias this setup, and why (honest negatives included)."""
     if setup not in SETUPS:
         raise ValueError(f"unknown setup {setup!r}; expected one of {', '.join(SETUPS)}")
     notes = []
     greedy = temperature == 0
+    if sampler == "coupled" and not greedy:
+        return _coupled_notes(bugs) + _drop_bonus_notes(bugs, n_tokens, k)
+    if bugs.coupled_noise_by_iteration:
+        notes.append("Noise keyed by iteration: no effect here; it concerns coupled sampling (sampler \"coupled\", "
+                     "temperature above 0).")
     if bugs.resample_from_p:
         if greedy:
             notes.append("Resample from p: no effect in greedy mode, where a mismatch emits the target's argmax.")
@@ -392,6 +399,30 @@ def bug_notes(bugs: InjectedBugs, setup: str, temperature: float, n_tokens: int 
                          "from. Expect a bias.")
     if bugs.topk_ratio_rule:
         notes.append(_topk_ratio_note(setup, greedy, tree_nodes))
+    return notes + _drop_bonus_notes(bugs, n_tokens, k)
+
+
+def _coupled_notes(bugs: InjectedBugs) -> list[str]:
+    """Under coupled sampling every emitted token is the target's own keyed sample: the standard rule's bugs
+    have nothing to act on, the drafting bugs only lower acceptance, and iteration keying breaks invariance
+    (not exactness, which is all this lab tests)."""
+    notes = []
+    if bugs.resample_from_p or bugs.topk_ratio_rule:
+        notes.append("Resample from p / the p/q ratio on top-k siblings: no effect under coupled sampling, which "
+                     "has no residual and no ratio test (a draft is accepted iff it is the target's own sample).")
+    if bugs.greedy_draft_ratio_rule or bugs.draft_temperature is not None:
+        notes.append("Greedy drafting / a draft temperature mismatch: under coupled sampling these change only "
+                     "which token is drafted; the emitted token is still the target's own sample, so expect "
+                     "\"no bias detected\" (and lower acceptance).")
+    if bugs.coupled_noise_by_iteration:
+        notes.append("Noise keyed by iteration: every position still gets fresh noise, so the output stays exact: "
+                     "expect \"no bias detected\". What it breaks is invariance: the text of one seed now depends "
+                     "on where iterations were cut (the drafter, K), unlike the coupled target-only run's.")
+    return notes
+
+
+def _drop_bonus_notes(bugs: InjectedBugs, n_tokens: int, k: int) -> list[str]:
+    notes = []
     if bugs.drop_bonus:
         notes.append("Drop the bonus token: wastes one token after every clean sweep, but the next token is then "
                      "drawn by an exact procedure (the next iteration), so the distribution stays exact. Expect "
@@ -430,7 +461,8 @@ def run_exactness(target: torch.nn.Module, draft: Any, ids: list[int], settings:
     outcomes = sample_outcomes(target, draft, ids, settings, tokenizer, bugs, on_progress, time_budget_s)
     label = label or outcome_labeler(tokenizer)
     comparison = compare(exact, outcomes, label)
-    notes = bug_notes(bugs, setup, settings.temperature, settings.n_tokens, settings.k, settings.tree_nodes)
+    notes = bug_notes(bugs, setup, settings.temperature, settings.n_tokens, settings.k, settings.tree_nodes,
+                      settings.sampler)
     if settings.tree_nodes and outcomes.tree_runs < outcomes.n_runs:
         notes.insert(0, f"Tree nodes = {settings.tree_nodes}, but {outcomes.n_runs - outcomes.tree_runs:,} runs "
                         "drafted a chain: this drafter drafts chains only, or the policy found no tree worth it.")

@@ -214,7 +214,7 @@ def k_sweep(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
     traces: list[Trace] = [out[f"K={k}"] for k in ks]
     runs = [_k_run(k, t, base, cfg.greedy) for k, t in zip(ks, traces)]
     name = traces[-1].config.get("drafter", "")
-    alphas = [d.alpha for t in traces for it in t.iterations if it.tree is None for d in it.drafts if d.tested]
+    alphas = [d.accept_prob for t in traces for it in t.iterations if it.tree is None for d in it.drafts if d.tested]
     alpha = sum(alphas) / len(alphas) if alphas else None
     token_ms = base.token_ms[1:] or base.token_ms
     base_ms = sum(token_ms) / len(token_ms) if token_ms else 0.0
