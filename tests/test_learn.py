@@ -62,7 +62,7 @@ def _trace(temperature: float = 1.0, same_baseline: bool = True) -> Trace:
 def test_eleven_short_chapters_each_with_a_guess_that_starts_nowhere():
     """No guess carries a preset value (the control starts empty or at its minimum, and Reveal waits for the
     learner to move it)."""
-    assert N == len(CHAPTERS) == 11
+    assert N == len(CHAPTERS) == 12
     assert [c.slug for c in CHAPTERS].index("trees") == [c.slug for c in CHAPTERS].index("k") + 1
     assert len({c.slug for c in CHAPTERS}) == N
     for c in CHAPTERS:
@@ -366,3 +366,16 @@ def test_forward_cost_figures():
     assert list(acc.data[0].y) == [0.5, 0.0] and list(acc.data[0].x) == ["T = 0.3", "T = 1"]
     assert acc.data[0].error_y.array[0] > 0
     assert len(acceptance_by_temperature_figure([]).data) == 0
+
+
+def test_coupled_answer_compares_the_three_texts_and_names_what_each_rule_paid():
+    std_a, std_b = _trace(0.8, same_baseline=False), _trace(0.8)
+    cpl_a, cpl_b = _trace(0.8), _trace(0.8)
+    a = rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    assert "This run:</b> all three identical" in a and "✓ right" in a and "differed" in a
+    assert "5 of 6" not in a and "83% of 6 tested drafts" in a          # accepted ÷ tested, each rule
+    cpl_b.new_token_ids = [1, 2, 3]
+    assert "not this time" in rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    from components.render.lab import acceptance_by_rule_figure
+    fig = acceptance_by_rule_figure([("draft", std_a, cpl_a)])
+    assert [t.name for t in fig.data] == ["standard rule", "coupled rule"] and fig.data[0].y[0] == pytest.approx(5 / 6)

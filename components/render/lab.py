@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.intervals import t975
+from specdec_core import Trace
+from specdec_core.intervals import t975, wilson
 from specdec_core.policy.closed_form import approximate_speedup, break_even_alpha, optimal_k, speedup
 from specdec_core.teaching.lab import LabResult
 from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection
@@ -200,6 +201,33 @@ def acceptance_by_temperature_figure(rows: Sequence[tuple[float, Sequence[float]
                                     for x, m, e, (_, a) in zip(xs, means, err, rows)], hoverinfo="text"))
     _style(fig, title, legend="below")
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%")
+    return fig
+
+
+def acceptance_by_rule_figure(rows: Sequence[tuple[str, Trace, Trace]]) -> go.Figure:
+    """Each draft's acceptance (accepted ÷ tested drafts, with its Wilson 95 % interval) under the standard and the
+    coupled rule; ``rows``: (draft, its standard run, its coupled run)."""
+    title = "Acceptance under each rule (same prompt and seed)"
+    if not rows:
+        return empty_figure(title, "Run a draft under both rules to compare their acceptance.")
+    fig = go.Figure()
+    for rule, col, color in (("standard rule", 1, pal.DRAFT), ("coupled rule", 2, pal.TARGET)):
+        ys, lo, hi, hover = [], [], [], []
+        for name, *runs in rows:
+            drafts = [d for it in runs[col - 1].iterations for d in it.drafts if d.tested]
+            a, n = sum(d.accepted for d in drafts), len(drafts)
+            low, high = wilson(a, n)
+            y = a / n if n else 0.0
+            ys.append(y)
+            lo.append(y - low if n else 0.0)
+            hi.append(high - y if n else 0.0)
+            hover.append(f"{name}, {rule}: {a} of {n} tested drafts accepted")
+        fig.add_trace(go.Bar(name=rule, x=[plot_text(r[0]) for r in rows], y=ys, marker_color=color,
+                             error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": True, "color": "#333"},
+                             hovertext=hover, hoverinfo="text"))
+    _style(fig, title, legend="below")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="accepted ÷ tested drafts", range=[0, 1.05], tickformat=".0%")
     return fig
 
 

@@ -325,6 +325,35 @@ def reveal_costly_draft(guess: str, trace: Trace) -> str:
                        "above, can't tell when it holds ×1.")
 
 
+# --- coupled sampling -------------------------------------------------------------------------------------
+
+def tested_acceptance(trace: Trace) -> tuple[int, int]:
+    """(accepted, tested) drafts of a run."""
+    drafts = [d for it in trace.iterations for d in it.drafts if d.tested]
+    return sum(d.accepted for d in drafts), len(drafts)
+
+
+def reveal_coupled(guess: str, standard: Sequence[Trace], coupled: Sequence[Trace]) -> str:
+    """``standard`` and ``coupled``: (a draft's run with its baseline, another draft's run), the same prompt and
+    seed under each rule; the guess is whether the coupled rule's three texts are identical."""
+    def same(runs: Sequence[Trace]) -> bool:
+        texts = [runs[0].baseline.new_token_ids, *(r.new_token_ids for r in runs)]
+        return all(t == texts[0] for t in texts)
+    if any(r[0].baseline is None for r in (standard, coupled)):
+        raise ValueError("the runs need their baseline")
+    measured = "all three identical" if same(coupled) else "different"
+    paid = "; ".join(f"{r.config.get('draft') or r.config.get('drafter')}: {a / max(n, 1):.0%} of {n} tested drafts "
+                     f"accepted under the standard rule, {b / max(m, 1):.0%} of {m} under the coupled one"
+                     for r, (a, n), (b, m) in ((s, tested_acceptance(s), tested_acceptance(c))
+                                               for s, c in zip(standard, coupled)))
+    why = (("under the standard rule the three texts " + ("happened to agree" if same(standard) else "differed")
+            + "; under the coupled rule every written token is the target's own sample for its position, the same "
+            "noise for every run, so a draft only decides how many tokens one forward yields, never which. ")
+           + f"The price is in acceptance: a draft is kept only when it equals the target's sample, not with "
+           f"probability min(1, p/q) ({paid}; short runs, so the rates carry several points of noise).")
+    return answer_html(guess, measured, why, RIGHT if guess == measured else WRONG)
+
+
 # --- token trees --------------------------------------------------------------------------------
 
 TREE_RULES = {
@@ -394,4 +423,4 @@ __all__ = ["RIGHT", "WRONG", "CANT_TELL", "answer_html", "message_html", "close"
            "judge_choice", "iteration", "forward_ratio", "reveal_forward_cost", "reveal_kept", "reveal_identical",
            "alpha_question", "reveal_alpha", "reveal_exact", "acceptance_row", "reveal_temperature", "reveal_speedup",
            "reveal_draft", "reveal_best_k", "reveal_costly_draft", "shown", "tokens_per_iteration", "mean_verify_ms",
-           "flat_iteration_cost", "reveal_tree_gain"]
+           "flat_iteration_cost", "reveal_tree_gain", "tested_acceptance", "reveal_coupled"]

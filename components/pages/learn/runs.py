@@ -38,10 +38,13 @@ TOKEN_ONLY = "the token-only draft"
 FEATURE = "the feature-reading draft"
 
 
-def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0, tree_nodes: int = 0) -> SpecConfig:
+def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0, tree_nodes: int = 0,
+           sampler: str = "standard") -> SpecConfig:
     """A chapter's settings, checked like the Live tab's (fixed K, no top-k / top-p, no confidence stop;
-    ``tree_nodes`` > 0: a token tree of that many nodes, depth <= K, the default children per node)."""
-    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW * LONGER), seed, "fixed", 0.0, tree_nodes)
+    ``tree_nodes`` > 0: a token tree of that many nodes, depth <= K, the default children per node; ``sampler``:
+    the standard or the coupled rule)."""
+    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW * LONGER), seed, "fixed", 0.0, tree_nodes,
+                       sampler=sampler)
 
 
 def trace_run(pool: Pool, pair: str, prompt: str, cfg: SpecConfig, baseline: bool) -> Trace:

@@ -28,6 +28,7 @@ from components.pages.context import AppContext
 from components.pages.learn import basics, practice
 from components.pages.learn import reveal as rv
 from components.pages.learn.book import N_PLOTS, Ask, Chapter, Step
+from components.pages.learn.coupling import COUPLING
 from components.pages.learn.nav import chapter_link, read_query, step, title_html
 from components.pages.learn.runs import LONGER, NeedsRun
 from components.render.base import empty_figure
@@ -36,7 +37,7 @@ from components.serving.messages import page_error, page_warning
 from components.serving.models import bind_pool
 from components.serving.pairs import Pool
 
-CHAPTERS: tuple[Chapter, ...] = (*basics.CHAPTERS, *practice.CHAPTERS)
+CHAPTERS: tuple[Chapter, ...] = (*basics.CHAPTERS, COUPLING, *practice.CHAPTERS)
 N = len(CHAPTERS)
 RUN_SECONDS = 120          # a chapter's run or reveal holds a ZeroGPU slice at most this long
 NARROW_PX = 640            # a page narrower than this is a phone: figures laid out for it, the list folded
