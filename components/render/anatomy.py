@@ -25,12 +25,21 @@ import plotly.graph_objects as go
 
 from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
+from specdec_core.trace_sampler import sampler_of
 
 from components.render import palette as pal
-from components.render.base import (apply_layout, empty_figure, fmt, is_greedy, no_drafts_message, plot_text,
-                                    resolve_index)
+from components.render.base import (
+    apply_layout,
+    empty_figure,
+    fmt,
+    is_greedy,
+    no_drafts_message,
+    plot_text,
+    resolve_index,
+)
 
 STAGES = ("① draft: q", "② verify: p", "③ accept iff u < α", "④ emit")
+COUPLED_STAGES = ("① draft: q", "② verify: p", "③ accept iff it is the target's sample", "④ emit")
 NARROW_STAGES = ("① q", "② p", "③ test", "④ emit")
 N_STAGES = len(STAGES)
 HEIGHT = 560
@@ -47,10 +56,14 @@ def _fate(d: DraftRecord) -> tuple[str, str]:
     return "not tested", "#777777"
 
 
-def _decide_text(d: DraftRecord, greedy: bool, tree: bool = False, narrow: bool = False) -> str:
+def _decide_text(d: DraftRecord, greedy: bool, tree: bool = False, narrow: bool = False, target: str = "") -> str:
     label, _ = _fate(d)
     if not d.tested:
         return "not tested" if narrow else "not tested<br>(after a rejection)"
+    if d.target_token is not None and not greedy:    # the coupled rule: kept iff it is the target's keyed sample
+        same = "= the target's sample" if d.accepted else f"≠ the target's<br>sample {target}"
+        chance = f"P(kept) {fmt(d.accept_prob, 2)}"
+        return f"{same}<br><b>{label}</b>" if narrow else f"{same}<br>{chance}<br><b>{label}</b>"
     if narrow and (greedy or d.u is None):
         return f"α {fmt(d.alpha, 2)}<br><b>{label}</b>"
     if narrow:
@@ -64,22 +77,34 @@ def _decide_text(d: DraftRecord, greedy: bool, tree: bool = False, narrow: bool 
     return f"α = {fmt(d.alpha)}<br>u = {fmt(d.u)} {sign} α<br><b>{label}</b>"
 
 
+def _target_text(it: IterationRecord) -> str:
+    """The target's sample at the iteration's mismatch (the coupled rule writes it), quoted for a figure."""
+    r = it.resampled
+    return plot_text(r.text or str(r.token_id), 12) if r is not None else ""
+
+
 def _emit_text(d: DraftRecord) -> str:
     if d.accepted:
         return f"{plot_text(d.text or str(d.token_id), 14)} ✓"
     return "✗ dropped" if d.tested else "dropped"
 
 
-def _final_text(it: IterationRecord, greedy: bool, narrow: bool = False) -> tuple[str, str, str]:
+def _final_text(it: IterationRecord, greedy: bool, narrow: bool = False, coupled: bool = False) -> tuple[str, str, str]:
     """(column header, stage-④ text, colour) for the token the iteration ends with. Greedy: a rejected draft
     is replaced by the target's own choice, argmax p (no residual is drawn). ``narrow``: the token and one word."""
     if narrow:
         token = it.resampled or it.bonus
         if token is None:
             return "", "", "#777777"
-        kind = ("bonus" if it.bonus is not None else "target's choice" if greedy else "resampled")
+        kind = ("bonus" if it.bonus is not None else "target's choice" if greedy else "target's sample" if coupled
+                else "resampled")
         color = pal.BONUS if it.bonus is not None else pal.RESAMPLED
         return kind, f"<b>{plot_text(token.text or str(token.token_id), 12)}</b><br>{kind}", color
+    if it.resampled is not None and coupled and not greedy:
+        r = it.resampled
+        q = "" if r.q is None else f", q = {fmt(r.q)}"
+        return ("target's sample", f"<b>{plot_text(r.text or str(r.token_id), 16)}</b><br>the target's own<br>"
+                                   f"sample here<br>p = {fmt(r.p)}{q}", pal.RESAMPLED)
     if it.resampled is not None and greedy:
         r = it.resampled
         return ("target's choice", f"<b>{plot_text(r.text or str(r.token_id), 16)}</b><br>argmax p: the target's<br>"
@@ -116,15 +141,16 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     if not it.drafts and it.tree is None:
         return empty_figure(title, no_drafts_message(trace, it), HEIGHT)
     greedy = is_greedy(trace)
+    coupled = sampler_of(trace.config) == "coupled" and not greedy
     decided = stage >= 3
     n = len(it.drafts)
-    header, final, final_color = _final_text(it, greedy, narrow)
+    header, final, final_color = _final_text(it, greedy, narrow, coupled)
     heads = [f"{j + 1}" for j in range(n)] + ([f"+1 {header}" if decided else "+1"] if header else [])
     size = 11 if narrow else 13
     texts = [
         [f"<b>{plot_text(d.text or str(d.token_id), 14)}</b><br>q = {fmt(d.q)}" for d in it.drafts],
         [_verify_text(d, greedy, narrow) for d in it.drafts],
-        [_decide_text(d, greedy, it.tree is not None, narrow) for d in it.drafts],
+        [_decide_text(d, greedy, it.tree is not None, narrow, _target_text(it)) for d in it.drafts],
         [_emit_text(d) for d in it.drafts] + [final],
     ]
 
@@ -166,19 +192,19 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
                        "x1": max(x0, x1) + 0.5 - (0.02 if narrow else 0),
                        "y0": min(y0, y1) - 0.48, "y1": max(y0, y1) + 0.48,
                        "line": {"color": pal.TARGET, "width": 3}, "fillcolor": "rgba(0,0,0,0)"})
-    lines = [_subtitle(it, greedy, decided)]
+    lines = [_subtitle(it, greedy, decided, coupled)]
     stopped = bool(it.draft_stop) and n < it.k and it.tree is None
     if stopped:
         lines.append(html.escape(f"Only {n} of K = {it.k} drafted: {it.draft_stop}.", quote=False))
     if narrow:
         lines = [w for line in lines for w in textwrap.wrap(line.replace("<br>", " "), 50)]
     subtitle = "<br>".join(lines)
-    steps = list(NARROW_STAGES if narrow else STAGES)
+    steps = list(NARROW_STAGES if narrow else COUPLED_STAGES if coupled else STAGES)
     if narrow:
         heads = [h.split(" ")[0] for h in heads]
     height = 190 + 74 * len(heads) if narrow else HEIGHT
     apply_layout(fig, f"Iteration {i + 1}, step {stage} of {N_STAGES}" if narrow else
-                 f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}",
+                 f"{title} — step {stage} of {N_STAGES}: {steps[stage - 1]}",
                  height=height, subtitle="" if narrow else subtitle, shapes=shapes, showlegend=False)
     top = 115 if it.tree is not None else 95 if stopped else 80
     fig.update_layout(margin={"l": 28, "r": 4, "t": 70 + 15 * len(lines), "b": 6} if narrow else
@@ -207,7 +233,7 @@ def _verify_text(d: DraftRecord, greedy: bool, narrow: bool = False) -> str:
     return top + (f"<br>(softmax p {fmt(d.p_raw)})" if d.p_raw is not None else "")
 
 
-def _subtitle(it: IterationRecord, greedy: bool, decided: bool) -> str:
+def _subtitle(it: IterationRecord, greedy: bool, decided: bool, coupled: bool = False) -> str:
     """What the iteration did; before step ③ only what was drafted and that one forward verifies it."""
     n = len(it.drafts)
     verify = f"ONE target forward verifies them ({it.verify_ms:.0f} ms)"
@@ -219,7 +245,7 @@ def _subtitle(it: IterationRecord, greedy: bool, decided: bool) -> str:
         tested = sum(nd.status != "untested" for nd in t.nodes)
         rule = t.rule.replace("_", " ")
         path = f"the path of {n} accepted shown as a chain" if n else "no child of the root accepted"
-        ends = _ending(it, greedy)
+        ends = _ending(it, greedy, coupled)
         m = len(it.emitted)
         return html.escape(f"A token tree of {len(t.nodes)} nodes ({tested} tested, rule “{rule}”): {path},",
                            quote=False) + "<br>" + html.escape(
@@ -229,10 +255,11 @@ def _subtitle(it: IterationRecord, greedy: bool, decided: bool) -> str:
         return f"K = {it.k}: {n} draft{'s' if n != 1 else ''}, then {verify}"
     accepted = sum(d.accepted for d in it.drafts)
     m = len(it.emitted)
-    return (f"K = {it.k}: {accepted} of {n} drafts accepted, then {_ending(it, greedy)} → {m} token"
+    return (f"K = {it.k}: {accepted} of {n} drafts accepted, then {_ending(it, greedy, coupled)} → {m} token"
             f"{'s' if m != 1 else ''} from ONE target forward ({it.verify_ms:.0f} ms)")
 
 
-def _ending(it: IterationRecord, greedy: bool) -> str:
+def _ending(it: IterationRecord, greedy: bool, coupled: bool = False) -> str:
     return ("no extra token" if it.resampled is None and it.bonus is None else "a bonus token" if it.bonus is not None
-            else "the target's choice (argmax p)" if greedy else "a resampled token")
+            else "the target's choice (argmax p)" if greedy else "the target's own sample (coupled rule)" if coupled
+            else "a resampled token")

@@ -18,12 +18,27 @@ from specdec_core.intervals import describe, speedup_interval, wilson
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, expected_tokens, speedup
 from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_curve
 from specdec_core.trace import IterationRecord
+from specdec_core.trace_sampler import sampler_of
 
 from components.render import palette as pal
-from components.render.base import (apply_layout, empty_figure, fmt, is_greedy, no_drafts_message, plot_text,
-                                    resolve_index)
-from components.render.measures import (accepted_length_counts, baseline_progress, measured_speedup, outcome,
-                                        position_counts, running_acceptance, speculative_progress)
+from components.render.base import (
+    apply_layout,
+    empty_figure,
+    fmt,
+    is_greedy,
+    no_drafts_message,
+    plot_text,
+    resolve_index,
+)
+from components.render.measures import (
+    accepted_length_counts,
+    baseline_progress,
+    measured_speedup,
+    outcome,
+    position_counts,
+    running_acceptance,
+    speculative_progress,
+)
 
 LANE_DRAFT = "speculative · draft"
 LANE_TARGET = "speculative · target"
@@ -193,7 +208,10 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
                          hovertext=hover, hoverinfo="text"))
     fig.add_trace(go.Bar(name=f"q (draft){suffix}", x=labels, y=q_vals, marker_color=pal.DRAFT,
                          hovertext=hover, hoverinfo="text"))
-    fig.add_trace(go.Scatter(name="α = min(1, p/q)", x=labels, y=[d.alpha if d.tested else None for d in it.drafts],
+    greedy = trace.config.get("temperature", 0) == 0
+    coupled = sampler_of(trace.config) == "coupled" and not greedy
+    fig.add_trace(go.Scatter(name="P(kept): the draft is the target's sample" if coupled else "α = min(1, p/q)",
+                             x=labels, y=[d.accept_prob if d.tested else None for d in it.drafts],
                              mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111",
                                                      "line": {"color": "white", "width": 1}},
                              hovertext=hover, hoverinfo="text"))
@@ -206,9 +224,10 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
         verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
                           ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
         fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
-    greedy = trace.config.get("temperature", 0) == 0
     note = ("greedy: accepted iff the draft is the target's argmax (α is 0 or 1)"
-            + ("; bars: the unwarped softmax" if raw else "") if greedy else "accepted iff u < α")
+            + ("; bars: the unwarped softmax" if raw else "") if greedy else
+            "coupled rule: accepted iff the draft is the target's sample for its position (the same noise for both)"
+            if coupled else "accepted iff u < α")
     apply_layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.15], title_text="probability")
     return fig
@@ -225,6 +244,50 @@ def _draft_hover(j: int, d) -> str:
 
 # --- 5. the residual at the selected iteration's rejection ------------------------------------------
 
+def _coupled_mismatch_figure(it: IterationRecord, i: int, top: int) -> go.Figure:
+    """The coupled rule's mismatch: p and q over their top tokens, the draft's token (rejected: not the target's
+    keyed sample) and the target's sample, which is written (no residual is drawn)."""
+    rs = it.resampled
+    title = f"Iteration {i + 1}: coupled rule, at the mismatch the target's own sample is written"
+    if not rs.p_top and not rs.q_top:
+        return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
+    p_map = {row[0]: row[2] for row in rs.p_top}
+    q_map = {row[0]: row[2] for row in rs.q_top}
+    texts = {row[0]: row[1] for rows in (rs.q_top, rs.p_top) for row in rows}
+    texts[rs.token_id] = rs.text
+    p_map.setdefault(rs.token_id, rs.p)
+    if rs.q is not None:
+        q_map.setdefault(rs.token_id, rs.q)
+    draft = it.drafts[rs.position] if rs.position < len(it.drafts) else None
+    if draft is not None:
+        texts.setdefault(draft.token_id, draft.text)
+        p_map.setdefault(draft.token_id, draft.p)
+        q_map.setdefault(draft.token_id, draft.q)
+    order = [rs.token_id] + ([draft.token_id] if draft is not None and draft.token_id != rs.token_id else [])
+    for rows in (rs.p_top, rs.q_top):
+        order += [row[0] for row in rows if row[0] not in order]
+    order = order[:top]
+    labels = _unique([plot_text(texts.get(t, "") or str(t)) for t in order], order)
+    fig = go.Figure()
+    for name, m, color in (("p (target)", p_map, pal.TARGET), ("q (draft)", q_map, pal.DRAFT)):
+        fig.add_trace(go.Bar(name=name, x=labels, y=[m.get(t) for t in order], marker_color=color,
+                             hovertext=[f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = "
+                                        + (f"{m[t]:.4f}" if t in m else "not in the top 10") for t in order],
+                             hoverinfo="text"))
+    fig.add_annotation(x=labels[0], y=max(p_map.get(rs.token_id, 0), q_map.get(rs.token_id, 0) or 0), yshift=10,
+                       text="the target's sample: written", showarrow=True, arrowhead=2, ay=-30,
+                       font={"size": 13, "color": "#000"})
+    if draft is not None and draft.token_id != rs.token_id:
+        fig.add_annotation(x=labels[1], y=max(p_map.get(draft.token_id, 0), q_map.get(draft.token_id, 0)),
+                           yshift=10, text="the draft's token: rejected", showarrow=True, arrowhead=2, ay=-30,
+                           font={"size": 13, "color": pal.REJECTED})
+    apply_layout(fig, title, subtitle=html.escape(
+        "Both drew with the same noise for this position: each token's largest probability ÷ noise wins", quote=False),
+        barmode="group")
+    fig.update_yaxes(title_text="probability", rangemode="tozero")
+    return fig
+
+
 def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go.Figure:
     """At the selected iteration's rejection: the top tokens of p, q and norm(max(0, p - q)), with the
     token actually sampled from the residual highlighted."""
@@ -237,6 +300,8 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
     rs = it.resampled
     if rs is None:
         return empty_figure(title, _no_rejection_message(it))
+    if sampler_of(trace.config) == "coupled" and not is_greedy(trace):
+        return _coupled_mismatch_figure(it, i, top)
     if not rs.residual_top:
         return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
     if is_greedy(trace):

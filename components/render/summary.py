@@ -66,7 +66,9 @@ def summary_html(trace: Trace | None) -> str:
     device, dtype = cfg.get("device", "?"), cfg.get("dtype", "?")
     label = (f"target {_esc(cfg.get('target', '?'))} · draft {_esc(cfg.get('draft', cfg.get('drafter', '?')))} · "
              f"K={_esc(cfg.get('k'))}{_esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
-             f"temperature {_esc(cfg.get('temperature'))} · measured on {_esc(device)} in {_esc(dtype)}")
+             f"temperature {_esc(cfg.get('temperature'))}"
+             + (" · coupled sampler (drafter-invariant)" if cfg.get("sampler") == "coupled" else "")
+             + f" · measured on {_esc(device)} in {_esc(dtype)}")
     notes = []
     if str(dtype) in ("float16", "bfloat16"):
         notes.append(f"In {_esc(dtype)} a K-token verify forward and a 1-token forward can differ in the last bits, "
