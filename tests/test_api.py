@@ -191,3 +191,16 @@ def test_wrong_values_through_gradio_client_give_the_ui_message(client):
         client.predict(prompt=PROMPT, temperature=None, api_name="/generate")
     with pytest.raises(AppError, match="invalid trace"):
         client.predict(trace='{"schema": "specdec-trace/1"}', api_name="/validate_trace")
+
+
+def test_the_app_serves_its_page_gzipped(app_server):
+    """The page (about 1 MB of HTML) goes gzip-compressed to a browser that asks (``serving.compression``)."""
+    import gzip
+    import urllib.request
+    req = urllib.request.Request(app_server.url, headers={"Accept-Encoding": "gzip, deflate, br"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        body = r.read()
+    page = gzip.decompress(body)
+    assert b'id="learn-title"' in page or b"learn-title" in page
+    assert len(body) < len(page) / 3
