@@ -204,8 +204,12 @@ def figure_problems(pg: Any, root: str | None = None) -> list[dict]:
 
 def axe_violations(pg: Any, impacts: tuple[str, ...] = ("critical", "serious")) -> list[dict]:
     """axe-core (the copy bundled in the PyPI package ``axe-playwright-python``, no network) on the page as it
-    is: the violations of the given impacts, each ``{"id", "impact", "nodes": n, "targets": [...], "help"}``."""
+    is: the violations of the given impacts, each ``{"id", "impact", "nodes": n, "targets": [...], "help"}``.
+    First the page settles: no output still marked pending by gradio (drawn at 20 % opacity, which axe would
+    measure as low contrast), and its fade back in done."""
     from axe_playwright_python.sync_playwright import Axe
+    pg.wait_for_function("() => document.querySelectorAll('.pending').length === 0", timeout=60_000)
+    pg.wait_for_timeout(800)
     found = Axe().run(pg).response["violations"]
     return [{"id": v["id"], "impact": v["impact"], "nodes": len(v["nodes"]), "help": v["help"],
              "targets": [" ".join(map(str, n["target"])) for n in v["nodes"]][:8]}

@@ -146,7 +146,9 @@ FIGURES_JS = """
     const title = titleOf(l.title);
     const sub = l.title && l.title.subtitle ? titleOf(l.title.subtitle) : "";
     parts.push("Chart: " + (title || "untitled") + (sub ? ". " + sub : ""));
-    const notes = (l.annotations || []).map((a) => text(a.text)).filter((t) => t && t.length <= 80);
+    // short annotations carry the key numbers; a figure with no data says why in its (longer) message
+    const empty = !(gd.__sdData || gd.data || []).length;
+    const notes = (l.annotations || []).map((a) => text(a.text)).filter((t) => t && (empty || t.length <= 80));
     if (notes.length) parts.push([...new Set(notes)].slice(0, 6).join("; "));
     const names = (gd.data || []).filter((t) => t.showlegend !== false && t.name && t.visible !== false)
       .map((t) => text(t.name));
