@@ -162,7 +162,6 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
         subtitle += "<br>" + html.escape(f"Only {n} of K = {it.k} drafted: {it.draft_stop}.", quote=False)
     apply_layout(fig, f"{title} — step {stage} of {N_STAGES}: {STAGES[stage - 1]}", height=HEIGHT, subtitle=subtitle,
             shapes=shapes, showlegend=False)
-    fig.update_layout(margin={"l": 150, "r": 20, "t": 115 if it.tree is not None else 95 if stopped else 80, "b": 40})
     fig.update_xaxes(range=[-0.55, len(cols) - 0.45], tickvals=x, ticktext=cols, side="top", showgrid=False,
                      zeroline=False, title_text="")
     fig.update_yaxes(range=[0.45, N_STAGES + 0.55], tickvals=[rows[s] for s in range(N_STAGES)],
