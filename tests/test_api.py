@@ -205,3 +205,16 @@ def test_generate_with_the_coupled_sampler_keeps_the_baselines_sample(pool):
     assert "sampler" not in standard["config"]                  # the standard rule is recorded as before
     with pytest.raises(gr.Error, match=r"sampler must be one of standard, coupled, got 'nope'"):
         generate(pool, prompt=PROMPT, sampler="nope")
+
+
+def test_the_app_serves_its_page_gzipped(app_server):
+    """The page (about 1 MB of HTML) goes gzip-compressed to a browser that asks (``serving.compression``)."""
+    import gzip
+    import urllib.request
+    req = urllib.request.Request(app_server.url, headers={"Accept-Encoding": "gzip, deflate, br"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        body = r.read()
+    page = gzip.decompress(body)
+    assert b'id="learn-title"' in page or b"learn-title" in page
+    assert len(body) < len(page) / 3

@@ -206,10 +206,8 @@ def anatomy_figure(trace: Trace, index: int | None = None, stage: int = N_STAGES
     apply_layout(fig, f"Iteration {i + 1}, step {stage} of {N_STAGES}" if narrow else
                  f"{title} — step {stage} of {N_STAGES}: {steps[stage - 1]}",
                  height=height, subtitle="" if narrow else subtitle, shapes=shapes, showlegend=False)
-    top = 115 if it.tree is not None else 95 if stopped else 80
-    fig.update_layout(margin={"l": 28, "r": 4, "t": 70 + 15 * len(lines), "b": 6} if narrow else
-                      {"l": 150, "r": 20, "t": top, "b": 40})
     if narrow:       # the subtitle's lines above the column heads, clear of the title
+        fig.update_layout(margin={"l": 28, "r": 4, "t": 70 + 15 * len(lines), "b": 6})
         fig.add_annotation(text=subtitle, xref="paper", yref="paper", x=0, xshift=-24, y=1, yshift=26,
                            xanchor="left", yanchor="bottom", align="left", showarrow=False, font={"size": 11})
         fig.update_layout(title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 10}})

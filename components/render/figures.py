@@ -222,7 +222,7 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
                                  hovertext=hover, hoverinfo="text"))
     for label, d in zip(labels, it.drafts, strict=True):
         verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
-                          ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
+                          ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#595959"))
         fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
     note = ("greedy: accepted iff the draft is the target's argmax (α is 0 or 1)"
             + ("; bars: the unwarped softmax" if raw else "") if greedy else

@@ -23,7 +23,7 @@ from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection
 from specdec_core.teaching.toy import StepView
 
 from components.render import palette as pal
-from components.render.base import empty_figure, plot_text
+from components.render.base import empty_figure, house_layout, plot_text
 
 HEIGHT = 380
 VERDICT_COLOR = {"biased": pal.REJECTED, "exact": pal.ACCEPTED, "inconclusive": "#8a6d00"}
@@ -41,22 +41,13 @@ class MeasuredPoint:
     predicted_label: str = "calibrated prediction for your run"
 
 
-LEGENDS = {   # where the legend goes: above the plot (few items), to its right (many), below it (narrow plots)
-    "top": ({"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}, 56),
-    "right": ({"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}, 56),
-    "below": ({"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0}, 120),
-}
+LEGEND_ROOM = {"below": 48, "right": 0}   # height added for a legend below the plot (its rows come out of it)
 
 
-def _style(fig: go.Figure, title: str, height: int = HEIGHT, legend: str = "top", **kw) -> go.Figure:
-    place, bottom = LEGENDS[legend]
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-                      height=height + (bottom - 56), margin={"l": 64, "r": 24, "t": 72, "b": bottom},
-                      font={"family": pal.FONT, "size": 13, "color": "#222"}, paper_bgcolor="white",
-                      plot_bgcolor="white", hoverlabel={"font": {"size": 13}}, legend=place, **kw)
-    fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    return fig
+def _style(fig: go.Figure, title: str, height: int = HEIGHT, legend: str = "below", **kw) -> go.Figure:
+    """The house layout (``base.house_layout``) with the legend below the plot (anchored to the figure's bottom,
+    never on an axis title) or to its right (many entries)."""
+    return house_layout(fig, title, height + LEGEND_ROOM[legend], legend=legend, **kw)
 
 
 def _esc(text: str) -> str:
@@ -363,7 +354,8 @@ def compare_figure(sel: Selection | None) -> go.Figure:
     n = len(sel.prompts)
     _style(fig, f"{title}: best = {_esc(sel.best or '–')}<br><sup>mean over {n} prompt{'s' if n != 1 else ''}; "
                 "×: measured speedup over the baseline on the same prompt</sup>", HEIGHT + 60, barmode="group")
-    fig.update_layout(legend={"orientation": "v", "x": 0.995, "xanchor": "right", "y": 0.98, "yanchor": "top",
+    fig.update_layout(legend={"orientation": "v", "xref": "paper", "x": 0.995, "xanchor": "right", "yref": "paper",
+                              "y": 0.98, "yanchor": "top",
                               "bgcolor": "rgba(255,255,255,0.85)"})   # inside the forwards panel
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=2)

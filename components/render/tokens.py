@@ -26,7 +26,7 @@ CSS = f"""
 .sd-acc {{ background: {pal.ACCEPTED}33; border-bottom: 3px solid {pal.ACCEPTED}; }}
 .sd-rej {{ background: {pal.REJECTED}26; color: #7a2a00; text-decoration: line-through;
   text-decoration-color: {pal.REJECTED}; text-decoration-thickness: 2px; }}
-.sd-skip {{ color: #777; text-decoration: line-through; text-decoration-style: dotted; border: 1px dotted #aaa; }}
+.sd-skip {{ color: #595959; text-decoration: line-through; text-decoration-style: dotted; border: 1px dotted #aaa; }}
 .sd-res {{ background: {pal.RESAMPLED}2e; border: 2px dashed {pal.RESAMPLED}; }}
 .sd-bonus {{ background: {pal.BONUS}38; border: 3px double {pal.BONUS}; }}
 .sd-plain {{ background: #eee; }}
