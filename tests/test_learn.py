@@ -164,9 +164,9 @@ def test_reveal_before_the_run_or_before_a_committed_guess_answers_in_one_friend
 def test_forward_cost_answer_follows_the_measured_curve():
     curve = [10.0, 11.0, 12.0, 13.0, 15.0, 17.0, 19.0, 30.0]
     assert rv.forward_ratio(curve, 8) == pytest.approx(3.0)
-    a = rv.reveal_forward_cost(3.0, curve)
+    a = rv.reveal_forward_cost(3.0, curve).html
     assert "3.00 ×" in a and "right" in a
-    b = rv.reveal_forward_cost(3.0, [10.0] * 8)          # a flat curve: another answer
+    b = rv.reveal_forward_cost(3.0, [10.0] * 8).html          # a flat curve: another answer
     assert "1.00 ×" in b and "not this time" in b
     with pytest.raises(ValueError):
         rv.forward_ratio(curve[:4], 8)
@@ -174,15 +174,15 @@ def test_forward_cost_answer_follows_the_measured_curve():
 
 def test_kept_counts_the_accepted_drafts_of_the_iteration():
     t = _trace()
-    a = rv.reveal_kept(2, t, 0)
+    a = rv.reveal_kept(2, t, 0).html
     assert "2 of 3 kept" in a and "right" in a and "“ ran”" in a and "α = min(1, p/q) = 0.20" in a
-    b = rv.reveal_kept(2, t, 1)
+    b = rv.reveal_kept(2, t, 1).html
     assert "3 of 3 kept" in b and "bonus" in b and "not this time" in b
 
 
 def test_identical_answer_follows_the_baseline():
-    assert "identical (7 tokens)" in rv.reveal_identical("identical", _trace(0.0))
-    diff = rv.reveal_identical("identical", _trace(1.0, same_baseline=False))
+    assert "identical (7 tokens)" in rv.reveal_identical("identical", _trace(0.0)).html
+    diff = rv.reveal_identical("identical", _trace(1.0, same_baseline=False)).html
     assert "This run:</b> different" in diff and "not this time" in diff and "distribution" in diff
 
 
@@ -197,18 +197,18 @@ def test_the_alpha_question_is_a_real_coin_toss_where_the_residual_shows():
 
 
 def test_alpha_answer_is_the_recorded_alpha():
-    a = rv.reveal_alpha(0.9, _trace(), 1)
+    a = rv.reveal_alpha(0.9, _trace(), 1).html
     assert "α = 1.000" in a and "not this time" in a and "draft 1 “ a”" in a
-    assert "right" in rv.reveal_alpha(1.0, _trace(), 1)
-    b = rv.reveal_alpha(0.2, _trace(), 0, 2)
+    assert "right" in rv.reveal_alpha(1.0, _trace(), 1).html
+    b = rv.reveal_alpha(0.2, _trace(), 0, 2).html
     assert "α = 0.200" in b and "right" in b and "draft 3 “ sat”" in b and "rejected" in b
 
 
 def test_exact_answer_and_an_inconclusive_verdict_is_not_judged():
-    a = rv.reveal_exact("biased", "<b>bug</b>", "biased", 0.1, 0.01, 1e-9)
+    a = rv.reveal_exact("biased", "<b>bug</b>", "biased", 0.1, 0.01, 1e-9).html
     assert "right" in a and "<b>bug" not in a and "&lt;b&gt;bug" in a
-    assert "not this time" in rv.reveal_exact("stays exact", "x", "biased", 0.1, 0.01, 1e-9)
-    c = rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2)
+    assert "not this time" in rv.reveal_exact("stays exact", "x", "biased", 0.1, 0.01, 1e-9).html
+    c = rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2).html
     assert "can’t tell from this run" in c and "right" not in c and "Run longer" in c
 
 
@@ -216,17 +216,17 @@ def test_temperature_answer_is_judged_by_the_interval_of_the_difference():
     assert rv.acceptance_row(_trace()) == (1.0, [1.0, 1.0, 0.2, 1.0, 1.0, 5 / 6])
     cool = [0.6 + 0.01 * (i % 5) for i in range(60)]          # mean 0.62, tight
     lower = (0.3, cool), (1.0, [x - 0.3 for x in cool])         # clearly lower
-    a = rv.reveal_temperature("lower", lower)
+    a = rv.reveal_temperature("lower", lower).html
     assert "✓ right" in a and "lower: -30%" in a
-    assert "not this time" in rv.reveal_temperature("about the same", lower)
+    assert "not this time" in rv.reveal_temperature("about the same", lower).html
     same = (0.3, cool), (1.0, [x + 0.01 for x in cool])         # a small, clear difference: higher and about the same
-    assert "✓ right" in rv.reveal_temperature("about the same", same)
-    assert "✓ right" in rv.reveal_temperature("higher", same)
+    assert "✓ right" in rv.reveal_temperature("about the same", same).html
+    assert "✓ right" in rv.reveal_temperature("higher", same).html
     noisy = (0.3, [0.0, 1.0, 0.2, 0.9]), (1.0, [0.1, 0.8, 1.0, 0.0])
-    c = rv.reveal_temperature("lower", noisy)
+    c = rv.reveal_temperature("lower", noisy).html
     assert "can’t tell from this run" in c and "Run longer" in c and "right" not in c
     with pytest.raises(ValueError):
-        rv.reveal_temperature("lower", [(0.3, []), (1.0, [0.5, 0.5])])
+        rv.reveal_temperature("lower", [(0.3, []), (1.0, [0.5, 0.5])]).html
 
 
 def _long_trace(n: int, iter_ms: float, base_token_ms: float, jitter: float = 0.0) -> Trace:
@@ -256,45 +256,45 @@ def _long_trace(n: int, iter_ms: float, base_token_ms: float, jitter: float = 0.
 
 def test_speedup_answer_is_judged_by_the_runs_interval():
     t = _long_trace(12, 40.0, 20.0)                     # 4 tokens per 40 ms against 20 ms a token: ×2.00 exactly
-    a = rv.reveal_speedup(2.05, t, 2.4)
+    a = rv.reveal_speedup(2.05, t, 2.4).html
     assert "×2.00" in a and "✓ right" in a and "×2.40" in a
-    assert "not this time" in rv.reveal_speedup(1.5, t, 2.4)
+    assert "not this time" in rv.reveal_speedup(1.5, t, 2.4).html
     few = _long_trace(4, 40.0, 20.0)                    # too few iterations for the interval to decide
-    assert "can’t tell from this run" in rv.reveal_speedup(2.0, few, None)
+    assert "can’t tell from this run" in rv.reveal_speedup(2.0, few, None).html
     noisy = _long_trace(12, 40.0, 20.0, jitter=15.0)    # the same ×2.00, iterations of 25 and 55 ms
-    assert "can’t tell from this run" in rv.reveal_speedup(2.0, noisy, None)
+    assert "can’t tell from this run" in rv.reveal_speedup(2.0, noisy, None).html
 
 
 def test_draft_answer_judges_a_winner_only_when_the_intervals_part():
     from specdec_core.intervals import Interval
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
     rows = [("prompt lookup", 1.3, 0.6, iv(1.2, 1.4)), ("the feature-reading draft", 0.9, 0.4, iv(0.8, 1.0))]
-    assert "prompt lookup wins" in rv.reveal_draft("prompt lookup", rows) and "✓ right" in rv.reveal_draft("prompt lookup", rows)
-    assert "not this time" in rv.reveal_draft("the feature-reading draft", rows)
+    assert "prompt lookup wins" in rv.reveal_draft("prompt lookup", rows).html and "✓ right" in rv.reveal_draft("prompt lookup", rows).html
+    assert "not this time" in rv.reveal_draft("the feature-reading draft", rows).html
     close = [("prompt lookup", 1.3, 0.6, iv(1.0, 1.6)), ("the feature-reading draft", 1.2, 0.4, iv(0.9, 1.5))]
-    c = rv.reveal_draft("prompt lookup", close)
+    c = rv.reveal_draft("prompt lookup", close).html
     assert "can’t tell" in c and "within the noise" in c
-    assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5, iv(0.8, 0.95)), ("b", 0.6, 0.1, iv(0.5, 0.7))])
+    assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5, iv(0.8, 0.95)), ("b", 0.6, 0.1, iv(0.5, 0.7))]).html
 
 
 def test_k_answer_counts_a_k_within_the_noise_of_the_best():
     from specdec_core.intervals import Interval
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
     rows = [(1, 10.0, iv(1.1, 1.3)), (2, 12.0, iv(1.4, 1.6)), (3, 11.5, iv(1.35, 1.55)), (4, 8.0, iv(0.9, 1.1))]
-    a = rv.reveal_best_k(2, rows, 8.0, [10.0, 10.0, 11.0, 14.0])
+    a = rv.reveal_best_k(2, rows, 8.0, [10.0, 10.0, 11.0, 14.0]).html
     assert "best K = 2" in a and "✓ right" in a and "×1.50" in a
-    assert "✓ right" in rv.reveal_best_k(3, rows, 8.0, []) and "K = 3 within its noise" in rv.reveal_best_k(3, rows, 8.0, [])
-    assert "not this time" in rv.reveal_best_k(4, rows, 8.0, [])
-    assert "can’t tell" in rv.reveal_best_k(4, [(2, 12.0, None), (4, 8.0, None)], 8.0, [])
+    assert "✓ right" in rv.reveal_best_k(3, rows, 8.0, []).html and "K = 3 within its noise" in rv.reveal_best_k(3, rows, 8.0, []).html
+    assert "not this time" in rv.reveal_best_k(4, rows, 8.0, []).html
+    assert "can’t tell" in rv.reveal_best_k(4, [(2, 12.0, None), (4, 8.0, None)], 8.0, []).html
 
 
 def test_costly_draft_answer_is_judged_by_the_runs_interval():
     slow = _long_trace(12, 90.0, 20.0, jitter=2.0)      # 4 tokens per 90 ms against 20 ms a token: ×0.89
-    a = rv.reveal_costly_draft("slower", slow)
+    a = rv.reveal_costly_draft("slower", slow).html
     assert "×0.89" in a and "✓ right" in a
-    assert "not this time" in rv.reveal_costly_draft("faster", slow)
+    assert "not this time" in rv.reveal_costly_draft("faster", slow).html
     even = _long_trace(12, 80.0, 20.0, jitter=30.0)     # ×1.00, and iterations that vary a lot
-    b = rv.reveal_costly_draft("slower", even)
+    b = rv.reveal_costly_draft("slower", even).html
     assert "can’t tell from this run" in b and "right" not in b and "not this time" not in b
 
 
@@ -310,7 +310,7 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
     assert rv.tokens_per_iteration(tree) == 4.5 and rv.mean_verify_ms(tree) == 25.0
     # flat: the tree's verify is 2 × t(1) (12.5 ms), the chain's 1.2 × (8.33 ms); 7 ms of drafting and overhead
     flat = (4.5 / (1 + 7 / 12.5)) / (3.5 / (1 + 7 / (10 / 1.2)))
-    a = rv.reveal_tree_gain(1.0, chain, tree, curve)
+    a = rv.reveal_tree_gain(1.0, chain, tree, curve).html
     assert "+1.00 (4.50 vs 3.50; 95 % interval" in a and "can’t tell from this run" in a and "y ~ p" in a  # 2 each
     assert "over 9 tokens, costs 1.67 × the chain&#x27;s over 4" in a and f"×{flat:.2f} as fast" in a
     assert "the chain at 116.7 (×1.00)" in a            # the fixture's tokens/s, the same for both
@@ -318,23 +318,23 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
     tree.config["tree_nodes"] = 3
     for it in tree.iterations:
         it.tree.rule = "greedy"
-    b = rv.reveal_tree_gain(1.0, chain, tree, curve)
+    b = rv.reveal_tree_gain(1.0, chain, tree, curve).html
     assert "-1.00 (2.50 vs 3.50;" in b and "can’t tell" in b and "did not pay off" in b and "argmax p" in b
     assert "over 4 tokens, as the chain" in b
     with pytest.raises(ValueError, match="measured up to 4"):
-        rv.reveal_tree_gain(1.0, chain, tree, curve[:3])
+        rv.reveal_tree_gain(1.0, chain, tree, curve[:3]).html
     for it in tree.iterations:
         it.tree = None
     with pytest.raises(ValueError, match="no tree"):
-        rv.reveal_tree_gain(1.0, chain, tree, curve)
+        rv.reveal_tree_gain(1.0, chain, tree, curve).html
     long_chain = _long_trace(12, 40.0, 20.0)              # 4 tokens every iteration
     long_tree = copy.deepcopy(long_chain)
     long_tree.config["tree_nodes"] = 4
     for i, it in enumerate(long_tree.iterations):
         it.emitted = it.emitted + [999] * (i % 2)          # 4 or 5 tokens: +0.5 with a narrow interval
         it.tree = SimpleNamespace(rule="target_draw")
-    assert "✓ right" in rv.reveal_tree_gain(0.5, long_chain, long_tree, curve)
-    assert "not this time" in rv.reveal_tree_gain(1.5, long_chain, long_tree, curve)
+    assert "✓ right" in rv.reveal_tree_gain(0.5, long_chain, long_tree, curve).html
+    assert "not this time" in rv.reveal_tree_gain(1.5, long_chain, long_tree, curve).html
 
 
 def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):
@@ -371,11 +371,11 @@ def test_forward_cost_figures():
 def test_coupled_answer_compares_the_three_texts_and_names_what_each_rule_paid():
     std_a, std_b = _trace(0.8, same_baseline=False), _trace(0.8)
     cpl_a, cpl_b = _trace(0.8), _trace(0.8)
-    a = rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    a = rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b)).html
     assert "This run:</b> all three identical" in a and "✓ right" in a and "differed" in a
     assert "5 of 6" not in a and "83% of 6 tested drafts" in a          # accepted ÷ tested, each rule
     cpl_b.new_token_ids = [1, 2, 3]
-    assert "not this time" in rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    assert "not this time" in rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b)).html
     from components.render.lab import acceptance_by_rule_figure
     fig = acceptance_by_rule_figure([("draft", std_a, cpl_a)])
     assert [t.name for t in fig.data] == ["standard rule", "coupled rule"] and fig.data[0].y[0] == pytest.approx(5 / 6)

@@ -13,7 +13,7 @@ from typing import Any
 from specdec_core import Trace
 
 from components.pages.learn import reveal as rv
-from components.pages.learn.book import Ask, Chapter, Guess, Setting, Step
+from components.pages.learn.book import Ask, Chapter, Guess, Measured, Setting, Step
 from components.pages.learn.runs import BUGS, LAB_RUNS, config, exactness, forward_costs, need, trace_run
 from components.render.anatomy import anatomy_figure
 from components.render.base import empty_figure, instructive_index
@@ -70,9 +70,13 @@ def run_forwards(pool: Pool, ask: Ask) -> Step:
                 memo={"verify_ms": verify_ms})
 
 
-def reveal_forwards(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_forwards(pool: Pool, memo: Any, ask: Ask) -> Measured:
     verify_ms = need(memo, "verify_ms")
-    return Step([None, forward_cost_figure(verify_ms)], answer=rv.reveal_forward_cost(guess, verify_ms, FORWARD_N))
+    return Measured([None, forward_cost_figure(verify_ms)], verify_ms)
+
+
+def judge_forwards(guess: Any, verify_ms: Any) -> rv.Answer:
+    return rv.reveal_forward_cost(float(guess), verify_ms, FORWARD_N)
 
 
 FORWARDS = Chapter(
@@ -85,7 +89,7 @@ FORWARDS = Chapter(
     "speculative decoding spends. A CPU has far less to spare: what does a forward over several tokens cost here?",
     Guess(f"one forward over {FORWARD_N} tokens costs how many one-token forwards here? (within "
           f"{rv.FORWARD_TOLERANCE:.0%} counts)", 1.0, 8.0, 0.25),
-    run_forwards, reveal_forwards)
+    run_forwards, measure_forwards, judge_forwards)
 
 
 # --- 2. draft, then verify in one forward -----------------------------------------------------------------
@@ -98,9 +102,13 @@ def run_anatomy(pool: Pool, ask: Ask) -> Step:
                 memo={"trace": trace, "index": i})
 
 
-def reveal_anatomy(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_anatomy(pool: Pool, memo: Any, ask: Ask) -> Measured:
     trace, i = need(memo, "trace"), need(memo, "index")
-    return Step([anatomy_figure(trace, i, narrow=ask.narrow), None], answer=rv.reveal_kept(int(guess), trace, i))
+    return Measured([anatomy_figure(trace, i, narrow=ask.narrow), None], (trace, i))
+
+
+def judge_anatomy(guess: Any, data: Any) -> rv.Answer:
+    return rv.reveal_kept(int(guess), *data)
 
 
 ANATOMY = Chapter(
@@ -114,7 +122,7 @@ ANATOMY = Chapter(
     "drafts from the left while they pass its test and stops at the first that fails; the same forward then "
     "supplies the next token. How many of these drafts will it keep?",
     Guess("how many of these drafts will the target keep?", 0, 4, 1),
-    run_anatomy, reveal_anatomy)
+    run_anatomy, measure_anatomy, judge_anatomy)
 
 
 # --- 3. greedy: the baseline's text ----------------------------------------------------------------------
@@ -127,10 +135,13 @@ def run_greedy(pool: Pool, ask: Ask) -> Step:
                 memo={"trace": trace})
 
 
-def reveal_greedy(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_greedy(pool: Pool, memo: Any, ask: Ask) -> Measured:
     trace = need(memo, "trace")
-    answer = rv.reveal_identical(str(guess), trace) + "<p>The baseline's text:</p>" + quoted(trace.baseline.text)
-    return Step([None, race_figure(trace)], answer=answer)
+    return Measured([None, race_figure(trace)], trace)
+
+
+def judge_greedy(guess: Any, trace: Any) -> rv.Answer:
+    return rv.reveal_identical(str(guess), trace).plus("<p>The baseline's text:</p>" + quoted(trace.baseline.text))
 
 
 GREEDY = Chapter(
@@ -141,7 +152,7 @@ GREEDY = Chapter(
     "Pick greedy or sampling and **Run**: the trained draft writes 32 tokens, then the baseline does, with the same "
     "seed. The chart shows what each iteration kept. Will the speculative text be identical to the baseline's?",
     Guess("the speculative text and the baseline's are…", choices=("identical", "different")),
-    run_greedy, reveal_greedy,
+    run_greedy, measure_greedy, judge_greedy,
     Setting("decoding", (("greedy (temperature 0)", 0.0), ("sampling (temperature 1)", 1.0)), 0.0))
 
 
@@ -161,10 +172,13 @@ def run_sampling(pool: Pool, ask: Ask) -> Step:
                 memo={"trace": trace, "index": i, "draft": j})
 
 
-def reveal_sampling(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_sampling(pool: Pool, memo: Any, ask: Ask) -> Measured:
     trace, i, j = need(memo, "trace"), need(memo, "index"), need(memo, "draft")
-    return Step([anatomy_figure(trace, i, narrow=ask.narrow), residual_figure(trace, i)],
-                answer=rv.reveal_alpha(float(guess), trace, i, j))
+    return Measured([anatomy_figure(trace, i, narrow=ask.narrow), residual_figure(trace, i)], (trace, i, j))
+
+
+def judge_sampling(guess: Any, data: Any) -> rv.Answer:
+    return rv.reveal_alpha(float(guess), *data)
 
 
 SAMPLING = Chapter(
@@ -176,7 +190,7 @@ SAMPLING = Chapter(
     "**Run** samples 24 tokens at temperature 1 with the trained draft. The anatomy stops at step ②: q and p of "
     "each draft. Work out α for the draft the note names, then reveal the test, the emitted tokens and the residual.",
     Guess(f"α = min(1, p/q) for the draft named above? (within ±{rv.ALPHA_TOLERANCE:g} counts)", 0.0, 1.0, 0.01),
-    run_sampling, reveal_sampling)
+    run_sampling, measure_sampling, judge_sampling)
 
 
 # --- 5. exactly the target's distribution -----------------------------------------------------------------
@@ -193,12 +207,15 @@ def run_exact(pool: Pool, ask: Ask) -> Step:
                 note("The correct sampler: " + lab_note(result)), memo={"checked": True, "scale": ask.scale})
 
 
-def reveal_exact(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_exact(pool: Pool, memo: Any, ask: Ask) -> Measured:
     need(memo, "checked")
     result = exactness(str(ask.setting), runs=LAB_RUNS * need(memo, "scale"))
-    c = result.comparison
-    return Step([None, exactness_figure(result)],
-                answer=rv.reveal_exact(str(guess), str(ask.setting), c.verdict, c.tv, c.tv_noise, c.p_value))
+    return Measured([None, exactness_figure(result)], (str(ask.setting), result.comparison))
+
+
+def judge_exact(guess: Any, data: Any) -> rv.Answer:
+    bug, c = data
+    return rv.reveal_exact(str(guess), bug, c.verdict, c.tv, c.tv_noise, c.p_value)
 
 
 EXACT = Chapter(
@@ -210,7 +227,7 @@ EXACT = Chapter(
     "seconds). Then pick a bug — one step of the rule done differently — and guess: does the output stay exact? "
     "Reveal runs the sampler again with the bug switched on.",
     Guess("with this bug, the output…", choices=("stays exact", "biased")),
-    run_exact, reveal_exact,
+    run_exact, measure_exact, judge_exact,
     Setting("the bug to switch on", tuple((b, b) for b in list(BUGS)[1:]), list(BUGS)[1], at_reveal=True),
     longer=f"{3 * LAB_RUNS:,} runs instead of {LAB_RUNS:,}")
 

@@ -4,9 +4,11 @@
   away, and ``memo`` keeps what the reveal needs (per browser session, in a gr.State). ``ask`` carries the
   chapter's setting, the scale (> 1: the longer run a learner asks for when one run could not tell, in chapters
   with ``longer``) and whether the page is narrow (a phone: figures laid out for it).
-- ``reveal(pool, guess, memo, ask) -> Step``: the answer computed from that run (or from a second run the
-  reveal makes, such as the same experiment with a bug switched on), and the figures that show it; the guess
-  is judged with the run's own uncertainty (right, wrong, or can't tell from this run: ``reveal``).
+- ``measure(pool, memo, ask) -> Measured``: what Reveal adds to the run (a second run, such as the same
+  experiment with a bug switched on, or nothing) and the figures that show the answer; made once per Reveal,
+  whoever guessed (one learner, or a class).
+- ``judge(guess, data) -> Answer``: a pure function of one guess and what was measured: the answer block, the
+  verdict (right, wrong, or can't tell from this run) and the truth a class's chart draws (``reveal``).
 
 A guess starts nowhere: a slider sits at its minimum and a choice has none picked, and Reveal waits until the
 learner has moved or picked it (the page tracks that).
@@ -80,6 +82,14 @@ class Step:
     memo: dict | None = None
 
 
+@dataclass
+class Measured:
+    """What a Reveal measured: the figures that show the answer (``None`` keeps a slot) and the data ``judge``
+    reads."""
+    figures: list[go.Figure | None]
+    data: Any
+
+
 @dataclass(frozen=True)
 class Chapter:
     slug: str
@@ -87,7 +97,8 @@ class Chapter:
     text: str                     # markdown, at most ~150 words
     guess: Guess
     run: Callable[..., Step]
-    reveal: Callable[..., Step]
+    measure: Callable[..., Measured]
+    judge: Callable[[Any, Any], Any]      # (guess, Measured.data) -> reveal.Answer
     setting: Setting | None = None
     run_label: str = "Run"
     longer: str = ""              # what "Run longer" does, for a chapter whose answer one run may not settle
@@ -97,4 +108,4 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-__all__ = ["N_PLOTS", "Ask", "Guess", "Setting", "Step", "Chapter", "words"]
+__all__ = ["N_PLOTS", "Ask", "Guess", "Setting", "Step", "Measured", "Chapter", "words"]

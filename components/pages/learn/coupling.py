@@ -12,7 +12,7 @@ from specdec_core import Trace
 
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import later, note, quoted
-from components.pages.learn.book import Ask, Chapter, Guess, Step
+from components.pages.learn.book import Ask, Chapter, Guess, Measured, Step
 from components.pages.learn.runs import FEATURE, NGRAM, config, need, trace_run
 from components.render.figures import race_figure
 from components.render.lab import acceptance_by_rule_figure
@@ -45,12 +45,16 @@ def run_coupling(pool: Pool, ask: Ask) -> Step:
                 memo={"standard": (feature, lookup)})
 
 
-def reveal_coupling(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_coupling(pool: Pool, memo: Any, ask: Ask) -> Measured:
     standard = need(memo, "standard")
     coupled = _runs(pool, "coupled")
-    answer = rv.reveal_coupled(str(guess), standard, coupled) + "<p>Under the coupled rule:</p>" + _texts(*coupled)
-    return Step([None, acceptance_by_rule_figure([(FEATURE, standard[0], coupled[0]),
-                                                  (NGRAM, standard[1], coupled[1])])], answer=answer)
+    return Measured([None, acceptance_by_rule_figure([(FEATURE, standard[0], coupled[0]),
+                                                      (NGRAM, standard[1], coupled[1])])], (standard, coupled))
+
+
+def judge_coupling(guess: Any, data: Any) -> rv.Answer:
+    standard, coupled = data
+    return rv.reveal_coupled(str(guess), standard, coupled).plus("<p>Under the coupled rule:</p>" + _texts(*coupled))
 
 
 COUPLING = Chapter(
@@ -65,6 +69,6 @@ COUPLING = Chapter(
     "lookup, with the standard rule. Guess what the coupled rule writes.",
     Guess("with the coupled rule, the baseline's and the two drafts' texts are…",
           choices=("all three identical", "different")),
-    run_coupling, reveal_coupling)
+    run_coupling, measure_coupling, judge_coupling)
 
 __all__ = ["COUPLING"]

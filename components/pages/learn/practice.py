@@ -14,7 +14,7 @@ from specdec_core.policy.roofline import gpu_name
 
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import later, note, run_summary
-from components.pages.learn.book import Ask, Chapter, Guess, Step
+from components.pages.learn.book import Ask, Chapter, Guess, Measured, Step
 from components.pages.learn.runs import (FEATURE, LONGER, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k,
                                          trace_run, verify_curve)
 from components.pages.learn.trees import TREES
@@ -62,10 +62,14 @@ def run_temperature(pool: Pool, ask: Ask) -> Step:
                 memo={"rows": rows, "scale": ask.scale})
 
 
-def reveal_temperature(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_temperature(pool: Pool, memo: Any, ask: Ask) -> Measured:
     scale = need(memo, "scale")
     rows = list(need(memo, "rows")) + [_temperature_rows(pool, t, scale) for t in TEMPERATURES[1:]]
-    return Step([None, acceptance_by_temperature_figure(rows)], answer=rv.reveal_temperature(str(guess), rows))
+    return Measured([None, acceptance_by_temperature_figure(rows)], rows)
+
+
+def judge_temperature(guess: Any, rows: Any) -> rv.Answer:
+    return rv.reveal_temperature(str(guess), rows)
 
 
 TEMPERATURE = Chapter(
@@ -78,7 +82,7 @@ TEMPERATURE = Chapter(
     f"(within {rv.SAME_MARGIN:.0%} points), or higher? Reveal runs the same prompt at T = "
     f"{' and '.join(f'{t:g}' for t in TEMPERATURES[1:])} and judges with the 95 % interval of the difference.",
     Guess(f"at T = {TEMPERATURES[-1]:g} acceptance will be…", choices=("lower", "about the same", "higher")),
-    run_temperature, reveal_temperature,
+    run_temperature, measure_temperature, judge_temperature,
     longer=f"{LONGER} prompts at every temperature instead of one")
 
 
@@ -90,10 +94,14 @@ def run_pays(pool: Pool, ask: Ask) -> Step:
                 note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"trace": trace})
 
 
-def reveal_pays(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_pays(pool: Pool, memo: Any, ask: Ask) -> Measured:
     trace = need(memo, "trace")
-    return Step([whatif_figure(trace, whatif_rows(trace, gpu_name())), theory_figure(trace, k_max=K_MAX)],
-                answer=rv.reveal_speedup(float(guess), trace, predict_speedup(trace, flat=True)))
+    return Measured([whatif_figure(trace, whatif_rows(trace, gpu_name())), theory_figure(trace, k_max=K_MAX)],
+                    (trace, predict_speedup(trace, flat=True)))
+
+
+def judge_pays(guess: Any, data: Any) -> rv.Answer:
+    return rv.reveal_speedup(float(guess), *data)
 
 
 PAYS = Chapter(
@@ -107,7 +115,7 @@ PAYS = Chapter(
     "form and this CPU's cost model, and prices the same run on other hardware.",
     Guess(f"the measured speedup over the baseline (×)? (within the run's interval or ±{rv.SPEEDUP_TOLERANCE:g} "
           "counts)", 0.25, 3.0, 0.05),
-    run_pays, reveal_pays, longer=f"{32 * LONGER} tokens instead of 32")
+    run_pays, measure_pays, judge_pays, longer=f"{32 * LONGER} tokens instead of 32")
 
 
 # --- 8. choosing a draft -----------------------------------------------------------------------------------
@@ -119,11 +127,15 @@ def run_drafts(pool: Pool, ask: Ask) -> Step:
                 note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows, "scale": ask.scale})
 
 
-def reveal_drafts(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_drafts(pool: Pool, memo: Any, ask: Ask) -> Measured:
     need(memo, "copy")
     sel = compare_drafts(pool, list(OPEN_PROMPTS[:need(memo, "scale")]), config(4, 0.0, 24))
-    rows = [(r.name, r.mean_speedup, r.mean_acceptance, r.interval) for r in sel.ranking]
-    return Step([None, compare_figure(sel)], answer=rv.reveal_draft(str(guess), rows))
+    return Measured([None, compare_figure(sel)],
+                    [(r.name, r.mean_speedup, r.mean_acceptance, r.interval) for r in sel.ranking])
+
+
+def judge_drafts(guess: Any, rows: Any) -> rv.Answer:
+    return rv.reveal_draft(str(guess), rows)
 
 
 DRAFTS = Chapter(
@@ -136,7 +148,7 @@ DRAFTS = Chapter(
     "Now guess: on an open-ended prompt — a short poem — which wins? Reveal runs it. Any draft must share the "
     "target's tokenizer, not just its vocabulary size: otherwise its token ids mean other words to the target.",
     Guess("on the open-ended prompt, which wins?", choices=(NGRAM, TOKEN_ONLY, FEATURE)),
-    run_drafts, reveal_drafts, longer=f"{LONGER} open-ended prompts instead of one")
+    run_drafts, measure_drafts, judge_drafts, longer=f"{LONGER} open-ended prompts instead of one")
 
 
 # --- 9. choosing K -----------------------------------------------------------------------------------------
@@ -148,12 +160,15 @@ def run_k(pool: Pool, ask: Ask) -> Step:
                 note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms, "scale": ask.scale})
 
 
-def reveal_k(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_k(pool: Pool, memo: Any, ask: Ask) -> Measured:
     verify_ms = need(memo, "verify_ms")
     sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24 * need(memo, "scale")))
-    rows = [(r.k, r.tokens_per_s, r.speedup) for r in sw.runs]
-    return Step([ksweep_figure(sw), None],
-                answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, verify_ms))
+    return Measured([ksweep_figure(sw), None],
+                    ([(r.k, r.tokens_per_s, r.speedup) for r in sw.runs], sw.baseline_tokens_per_s, verify_ms))
+
+
+def judge_k(guess: Any, data: Any) -> rv.Answer:
+    return rv.reveal_best_k(int(guess), *data)
 
 
 CHOOSE_K = Chapter(
@@ -166,7 +181,7 @@ CHOOSE_K = Chapter(
     "side with the baseline. With a flat, GPU-like verify the best K would be larger: the right K depends on the "
     "hardware, not only on α.",
     Guess("the fastest K here?", 1, K_MAX, 1),
-    run_k, reveal_k, longer=f"{24 * LONGER} tokens at every K instead of 24")
+    run_k, measure_k, judge_k, longer=f"{24 * LONGER} tokens at every K instead of 24")
 
 
 # --- 10. pitfalls -------------------------------------------------------------------------------------------
@@ -178,9 +193,13 @@ def run_costly(pool: Pool, ask: Ask) -> Step:
                 memo={"trace": trace})
 
 
-def reveal_costly(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+def measure_costly(pool: Pool, memo: Any, ask: Ask) -> Measured:
     trace = need(memo, "trace")
-    return Step([None, race_figure(trace)], answer=rv.reveal_costly_draft(str(guess), trace))
+    return Measured([None, race_figure(trace)], trace)
+
+
+def judge_costly(guess: Any, trace: Any) -> rv.Answer:
+    return rv.reveal_costly_draft(str(guess), trace)
 
 
 PITFALLS = Chapter(
@@ -192,7 +211,7 @@ PITFALLS = Chapter(
     "target, even with a vocabulary of the same size; the app refuses such pairs, naming the check they fail "
     "(the Draft comparison tab shows one).",
     Guess("with a draft as costly as the target, speculation is…", choices=("faster", "slower")),
-    run_costly, reveal_costly, longer=f"{COSTLY_TOKENS * LONGER} tokens instead of {COSTLY_TOKENS}")
+    run_costly, measure_costly, judge_costly, longer=f"{COSTLY_TOKENS * LONGER} tokens instead of {COSTLY_TOKENS}")
 
 
 CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, PITFALLS)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from specdec_core import Trace
 from specdec_core.intervals import Interval, mean_difference, speedup_interval
@@ -25,19 +27,45 @@ def shown(text: str, limit: int = 24) -> str:
 
 
 RIGHT, WRONG, CANT_TELL = "right", "wrong", "can't tell"
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What a run measured, as a class's chart of its guesses draws it: a number with the band a guess counts
+    in (its 95 % interval, or the chapter's tolerance), and/or the discrete answers judged right (choices, or
+    whole numbers such as K)."""
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    right: tuple[Any, ...] = ()
+    label: str = ""              # the measurement in words, for the chart
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A judged guess: the block the page shows, the verdict (RIGHT, WRONG, CANT_TELL, or None when not judged)
+    and what the run measured (the same for every guess)."""
+    html: str
+    verdict: str | None
+    truth: Truth
+
+    def plus(self, extra_html: str) -> Answer:
+        """The same answer with more HTML after its block (already escaped by the caller)."""
+        return replace(self, html=self.html + extra_html)
 MARKS = {RIGHT: " ✓ right", WRONG: " ✗ not this time", CANT_TELL: " ? can’t tell from this run"}
 CLASSES = {RIGHT: " sd-learn-hit", WRONG: " sd-learn-miss", CANT_TELL: " sd-learn-unsure"}
 
 
-def answer_html(guess: str, measured: str, why: str, verdict: str | None = None, judged: str = "") -> str:
+def answer_html(guess: str, measured: str, why: str, verdict: str | None = None, judged: str = "",
+                truth: Truth = Truth()) -> Answer:
     """The reveal block: the guess next to the measurement, the verdict (right, wrong, or can't tell from this
-    run; none for a guess that is not judged), how it was judged, and the why."""
+    run; none for a guess that is not judged), how it was judged, and the why; with the verdict and ``truth``."""
     mark, cls = MARKS.get(verdict, ""), CLASSES.get(verdict, "")
     more = (" Press <b>Run longer</b> for a measurement that can tell." if verdict == CANT_TELL else "")
     rule = f'<p class="sd-learn-judged">{html.escape(judged)}{more}</p>' if judged or more else ""
-    return (f'<div class="sd-learn-reveal{cls}"><p><b>Your guess:</b> {html.escape(guess)} &nbsp;·&nbsp; '
-            f'<b>This run:</b> {html.escape(measured)}<b>{html.escape(mark)}</b></p>{rule}'
-            f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>')
+    return Answer(f'<div class="sd-learn-reveal{cls}"><p><b>Your guess:</b> {html.escape(guess)} &nbsp;·&nbsp; '
+                  f'<b>This run:</b> {html.escape(measured)}<b>{html.escape(mark)}</b></p>{rule}'
+                  f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>', verdict, truth)
 
 
 def message_html(text: str) -> str:
@@ -97,20 +125,21 @@ def forward_ratio(verify_ms: Sequence[float], n: int) -> float:
 FORWARD_TOLERANCE = 0.25          # chapter 1 judges a guess within 25 % of the measured ratio
 
 
-def reveal_forward_cost(guess: float, verify_ms: Sequence[float], n: int = 8) -> str:
+def reveal_forward_cost(guess: float, verify_ms: Sequence[float], n: int = 8) -> Answer:
     r = forward_ratio(verify_ms, n)
     gain = "still far less than" if r < 0.6 * n else "close to" if r < n * 0.95 else "no less than"
     why = (f"a GPU streams the weights from memory once per forward, so {n} tokens cost about one forward; this "
            f"CPU has less to spare: {n} tokens in one forward took {r:.2f} × a one-token forward "
            f"({verify_ms[n - 1]:.0f} vs {verify_ms[0]:.0f} ms), {gain} the {n} forwards the baseline would pay.")
+    low, high = r * (1 - FORWARD_TOLERANCE), r * (1 + FORWARD_TOLERANCE)
     return answer_html(f"{guess:g} ×", f"{r:.2f} ×", why, RIGHT if close(guess, r, FORWARD_TOLERANCE) else WRONG,
-                       f"Judged right within {FORWARD_TOLERANCE:.0%} of the measured ratio "
-                       f"({r * (1 - FORWARD_TOLERANCE):.2f}–{r * (1 + FORWARD_TOLERANCE):.2f} ×).")
+                       f"Judged right within {FORWARD_TOLERANCE:.0%} of the measured ratio ({low:.2f}–{high:.2f} ×).",
+                       Truth(r, low, high, label=f"{r:.2f} ×"))
 
 
 # --- draft, then verify in one forward ---------------------------------------------------------
 
-def reveal_kept(guess: int, trace: Trace, index: int) -> str:
+def reveal_kept(guess: int, trace: Trace, index: int) -> Answer:
     it = iteration(trace, index)
     kept = sum(d.accepted for d in it.drafts)
     n = len(it.drafts)
@@ -127,12 +156,13 @@ def reveal_kept(guess: int, trace: Trace, index: int) -> str:
         why = (f"draft {kept + 1} {shown(d.text)} {test}; the target put {shown(repl)} there instead and threw "
                f"away the {n - kept - 1} draft{'s' if n - kept - 1 != 1 else ''} after it: {kept + 1} token"
                f"{'s' if kept else ''} from one target forward.")
-    return answer_html(f"{guess} of {n}", f"{kept} of {n} kept", why, RIGHT if guess == kept else WRONG)
+    return answer_html(f"{guess} of {n}", f"{kept} of {n} kept", why, RIGHT if guess == kept else WRONG,
+                       truth=Truth(kept, right=(kept,), label=f"{kept} of {n} kept"))
 
 
 # --- greedy output is the baseline's ----------------------------------------------------------
 
-def reveal_identical(guess: str, trace: Trace) -> str:
+def reveal_identical(guess: str, trace: Trace) -> Answer:
     same = identical_to_baseline(trace)
     if same is None:
         raise ValueError("the run has no baseline to compare with")
@@ -147,7 +177,8 @@ def reveal_identical(guess: str, trace: Trace) -> str:
         why = ("sampling keeps the target's distribution, not its draws: the speculative run spends its random "
                "numbers on u and on the residual, so the same seed gives another sample"
                + (" (here they happened to agree)." if same else "."))
-    return answer_html(guess, measured, why, RIGHT if (guess == "identical") == same else WRONG)
+    return answer_html(guess, measured, why, RIGHT if (guess == "identical") == same else WRONG,
+                       truth=Truth(right=("identical" if same else "different",), label=measured))
 
 
 # --- α = min(1, p/q) ----------------------------------------------------------------------------
@@ -171,7 +202,7 @@ def alpha_question(trace: Trace, min_q: float = 0.05, toss: tuple[float, float] 
 ALPHA_TOLERANCE = 0.05
 
 
-def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
+def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> Answer:
     d = iteration(trace, index).drafts[j]
     verdict = ("accepted" if d.accepted else "rejected") if d.u is not None else "decided without a draw"
     why = (f"draft {j + 1} {shown(d.text)} has p = {d.p:.3g} and q = {d.q:.3g}, so α = min(1, {d.p:.3g} / {d.q:.3g}) = "
@@ -179,12 +210,13 @@ def reveal_alpha(guess: float, trace: Trace, index: int, j: int = 0) -> str:
            "replaced by a draw from norm(max(0, p − q)): the mass the draft under-proposed.")
     return answer_html(f"{guess:.2f}", f"α = {d.alpha:.3f}", why,
                        RIGHT if close(guess, d.alpha, 0.0, ALPHA_TOLERANCE) else WRONG,
-                       f"Judged right within ±{ALPHA_TOLERANCE:g} of α (it is computed, not sampled).")
+                       f"Judged right within ±{ALPHA_TOLERANCE:g} of α (it is computed, not sampled).",
+                       Truth(d.alpha, d.alpha - ALPHA_TOLERANCE, d.alpha + ALPHA_TOLERANCE, label=f"α = {d.alpha:.3f}"))
 
 
 # --- exactness --------------------------------------------------------------------------------
 
-def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float, p_value: float | None) -> str:
+def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float, p_value: float | None) -> Answer:
     measured = {"exact": "no bias detected", "biased": "biased", "inconclusive": "inconclusive"}[verdict]
     pv = "–" if p_value is None else f"{p_value:.3g}"
     why = (f"with “{bug}” the sampled frequencies are {tv:.3f} away from the target's exact distribution "
@@ -193,7 +225,8 @@ def reveal_exact(guess: str, bug: str, verdict: str, tv: float, tv_noise: float,
         else WRONG
     return answer_html(guess, measured, why, judged,
                        f"Judged by the chi-square test: biased when its p < {BIASED_P:g} (or an impossible outcome "
-                       f"appears), exact (no bias detected) when p ≥ {CLEAN_P:g}, inconclusive between.")
+                       f"appears), exact (no bias detected) when p ≥ {CLEAN_P:g}, inconclusive between.",
+                       Truth(right={"exact": ("stays exact",), "biased": ("biased",)}.get(verdict, ()), label=measured))
 
 
 # --- temperature and acceptance ---------------------------------------------------------------------------
@@ -208,7 +241,7 @@ def acceptance_row(trace: Trace) -> tuple[float, list[float]]:
     return float(trace.config.get("temperature", 0.0)), alphas
 
 
-def reveal_temperature(guess: str, rows: Sequence[tuple[float, list[float]]]) -> str:
+def reveal_temperature(guess: str, rows: Sequence[tuple[float, list[float]]]) -> Answer:
     """``rows`` from ``acceptance_row`` (several runs at one temperature pooled), coolest first; the guess is about
     the hottest against the coolest, judged by the 95 % interval of the difference of their mean α."""
     if len(rows) < 2 or len(rows[0][1]) < 2 or len(rows[-1][1]) < 2:
@@ -226,7 +259,7 @@ def reveal_temperature(guess: str, rows: Sequence[tuple[float, list[float]]]) ->
                        judge_choice(guess, supported),
                        f"Judged by the 95 % interval of the difference T = {t1:g} minus T = {t0:g}: lower or higher "
                        f"when it lies wholly below or above 0, about the same when wholly within ±{SAME_MARGIN:.0%}, "
-                       "can't tell otherwise.")
+                       "can't tell otherwise.", Truth(d, low, high, tuple(sorted(supported)), f"{d:+.0%}"))
 
 
 # --- when it pays -------------------------------------------------------------------------------
@@ -239,7 +272,7 @@ def _interval_text(iv: Interval) -> str:
     return f"95 % interval ×{iv.low:.2f}–×{iv.high:.2f}"
 
 
-def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) -> str:
+def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) -> Answer:
     s, iv = measured_speedup(trace), speedup_interval(trace)
     alpha, c = estimate_alpha(trace), estimate_c(trace)
     if s is None or iv is None or alpha is None or c is None:
@@ -253,12 +286,12 @@ def reveal_speedup(guess: float, trace: Trace, flat_prediction: float | None) ->
     verdict = judge_value(guess, s, iv.low, iv.high, SPEEDUP_TOLERANCE, SPEEDUP_WIDEST) if iv.enough else CANT_TELL
     return answer_html(f"×{guess:.2f}", f"×{s:.2f} ({_interval_text(iv)})", why, verdict,
                        f"Judged right inside the run's 95 % interval (a bootstrap over its iterations) or within "
-                       f"±{SPEEDUP_TOLERANCE:g} of the measured speedup.")
+                       f"±{SPEEDUP_TOLERANCE:g} of the measured speedup.", Truth(s, iv.low, iv.high, label=f"×{s:.2f}"))
 
 
 # --- choosing a draft ---------------------------------------------------------------------------
 
-def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float, Interval | None]]) -> str:
+def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float, Interval | None]]) -> Answer:
     """``rows``: (draft, speedup, acceptance, its speedup's 95 % interval) for each draft run, best first."""
     if not rows:
         raise ValueError("no draft was run")
@@ -273,13 +306,13 @@ def reveal_draft(guess: str, rows: Sequence[tuple[str, float, float, Interval | 
     measured = f"{best[0]} wins" if clear else f"{best[0]} ahead, within the noise of {rows[1][0]}"
     return answer_html(guess, measured, why, judge_choice(guess, best[0] if clear else None),
                        "Judged when the winner's 95 % interval lies wholly above the runner-up's; otherwise this run "
-                       "cannot tell them apart.")
+                       "cannot tell them apart.", Truth(right=(best[0],) if clear else (), label=measured))
 
 
 # --- choosing K ---------------------------------------------------------------------------------
 
 def reveal_best_k(guess: int, rows: Sequence[tuple[int, float, Interval | None]], baseline_tokens_per_s: float,
-                  verify_ms: Sequence[float]) -> str:
+                  verify_ms: Sequence[float]) -> Answer:
     """``rows``: (K, measured tokens/s, its speedup's 95 % interval) for every K swept."""
     if not rows:
         raise ValueError("no K was run")
@@ -303,12 +336,12 @@ def reveal_best_k(guess: int, rows: Sequence[tuple[int, float, Interval | None]]
     measured = f"best K = {best_k}" + (f" (K = {', '.join(map(str, tied))} within its noise)" if tied else "")
     return answer_html(f"K = {guess}", measured, why, verdict,
                        "Judged right for the best K, or a K whose speedup interval reaches the best one's (this run "
-                       "cannot tell them apart).")
+                       "cannot tell them apart).", Truth(best_k, right=(best_k, *tied), label=measured))
 
 
 # --- pitfalls -----------------------------------------------------------------------------------
 
-def reveal_costly_draft(guess: str, trace: Trace) -> str:
+def reveal_costly_draft(guess: str, trace: Trace) -> Answer:
     """Faster or slower than the baseline, as the run's 95 % speedup interval says (can't tell when it holds ×1)."""
     s, iv = measured_speedup(trace), speedup_interval(trace)
     c = estimate_c(trace)
@@ -322,7 +355,8 @@ def reveal_costly_draft(guess: str, trace: Trace) -> str:
            "forwards; a useful draft costs a small fraction of the target.")
     return answer_html(guess, f"×{s:.2f} ({_interval_text(iv)})", why, judge_choice(guess, measured),
                        "Judged by the run's 95 % interval: slower when it lies wholly below ×1, faster when wholly "
-                       "above, can't tell when it holds ×1.")
+                       "above, can't tell when it holds ×1.", Truth(s, iv.low, iv.high, (measured,) if measured else (),
+                                                                     f"×{s:.2f}"))
 
 
 # --- coupled sampling -------------------------------------------------------------------------------------
@@ -333,7 +367,7 @@ def tested_acceptance(trace: Trace) -> tuple[int, int]:
     return sum(d.accepted for d in drafts), len(drafts)
 
 
-def reveal_coupled(guess: str, standard: Sequence[Trace], coupled: Sequence[Trace]) -> str:
+def reveal_coupled(guess: str, standard: Sequence[Trace], coupled: Sequence[Trace]) -> Answer:
     """``standard`` and ``coupled``: (a draft's run with its baseline, another draft's run), the same prompt and
     seed under each rule; the guess is whether the coupled rule's three texts are identical."""
     def same(runs: Sequence[Trace]) -> bool:
@@ -351,7 +385,8 @@ def reveal_coupled(guess: str, standard: Sequence[Trace], coupled: Sequence[Trac
             "noise for every run, so a draft only decides how many tokens one forward yields, never which. ")
            + f"The price is in acceptance: a draft is kept only when it equals the target's sample, not with "
            f"probability min(1, p/q) ({paid}; short runs, so the rates carry several points of noise).")
-    return answer_html(guess, measured, why, RIGHT if guess == measured else WRONG)
+    return answer_html(guess, measured, why, RIGHT if guess == measured else WRONG,
+                       truth=Truth(right=(measured,), label=measured))
 
 
 # --- token trees --------------------------------------------------------------------------------
@@ -388,7 +423,7 @@ TREE_TOLERANCE = 0.25       # tokens per iteration
 TREE_WIDEST = 1.5
 
 
-def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequence[float]) -> str:
+def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequence[float]) -> Answer:
     """How many more tokens per iteration the tree run gave than the chain run (with the 95 % interval of that
     difference), what its verify costs here (``verify_ms``: a forward over 1, 2, … tokens, measured with the runs),
     what a flat verify would make of the two runs, and the rule that kept the tree exact."""
@@ -416,10 +451,11 @@ def reveal_tree_gain(guess: float, chain: Trace, tree: Trace, verify_ms: Sequenc
     return answer_html(f"{guess:+.2f} tokens per iteration",
                        f"{gain:+.2f} ({t:.2f} vs {c:.2f}; 95 % interval {low:+.2f} to {high:+.2f})", why,
                        judge_value(guess, gain, low, high, TREE_TOLERANCE, TREE_WIDEST),
-                       f"Judged right inside the 95 % interval of the difference or within ±{TREE_TOLERANCE:g} of it.")
+                       f"Judged right inside the 95 % interval of the difference or within ±{TREE_TOLERANCE:g} of it.",
+                       Truth(gain, low, high, label=f"{gain:+.2f}"))
 
 
-__all__ = ["RIGHT", "WRONG", "CANT_TELL", "answer_html", "message_html", "close", "judge_value", "trend_verdict",
+__all__ = ["RIGHT", "WRONG", "CANT_TELL", "Truth", "Answer", "answer_html", "message_html", "close", "judge_value", "trend_verdict",
            "judge_choice", "iteration", "forward_ratio", "reveal_forward_cost", "reveal_kept", "reveal_identical",
            "alpha_question", "reveal_alpha", "reveal_exact", "acceptance_row", "reveal_temperature", "reveal_speedup",
            "reveal_draft", "reveal_best_k", "reveal_costly_draft", "shown", "tokens_per_iteration", "mean_verify_ms",

@@ -27,7 +27,7 @@ import gradio as gr
 from components.pages.context import AppContext
 from components.pages.learn import basics, practice
 from components.pages.learn import reveal as rv
-from components.pages.learn.book import N_PLOTS, Ask, Chapter, Step
+from components.pages.learn.book import N_PLOTS, Ask, Chapter
 from components.pages.learn.coupling import COUPLING
 from components.pages.learn.nav import chapter_link, read_query, step, title_html
 from components.pages.learn.runs import LONGER, NeedsRun
@@ -95,8 +95,8 @@ def go_step(current: Any, delta: int) -> tuple:
     return go_to(step(current if isinstance(current, int) else 1, delta, N))
 
 
-def _figures(s: Step) -> list[Any]:
-    return [gr.skip() if f is None else f for f in s.figures]
+def _figures(figures: list[Any]) -> list[Any]:
+    return [gr.skip() if f is None else f for f in figures]
 
 
 def _setting(ch: Chapter, setting: Any) -> Any:
@@ -113,7 +113,7 @@ def run_chapter(pool: Pool, number: int, setting: Any = None, width: Any = None,
     ch = chapter(number)
     ask = Ask(_setting(ch, setting), LONGER if longer and ch.longer else 1, is_narrow(width))
     s = ch.run(pool, ask)
-    return (s.note, *_figures(s), s.memo, "")
+    return (s.note, *_figures(s.figures), s.memo, "")
 
 
 def run_longer(pool: Pool, number: int, setting: Any = None, width: Any = None) -> tuple:
@@ -137,14 +137,15 @@ def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any 
         raise page_error(f"Chapter “{ch.title}”: {e}") from None
     ask = Ask(_setting(ch, setting) if ch.setting and ch.setting.at_reveal else None, 1, is_narrow(width))
     try:
-        s = ch.reveal(pool, guess, memo, ask)
+        measured = ch.measure(pool, memo, ask)
+        answer = ch.judge(guess, measured.data)
     except NeedsRun:
         return (rv.message_html(NOT_RUN), *skip)
     except gr.Error:
         raise
     except ValueError as e:       # the run lacks what the answer needs (e.g. a baseline dropped at the time limit)
         raise page_error(f"Chapter “{ch.title}”: {e}; press Run again.") from None
-    return (s.answer, *_figures(s))
+    return (answer.html, *_figures(measured.figures))
 
 
 def committed() -> bool:

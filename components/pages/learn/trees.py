@@ -10,7 +10,7 @@ from typing import Any
 
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import note, pick, run_summary
-from components.pages.learn.book import Ask, Chapter, Guess, Setting, Step
+from components.pages.learn.book import Ask, Chapter, Guess, Measured, Setting, Step
 from components.pages.learn.runs import LONGER, config, need, trace_run, verify_curve
 from components.render.tree import tree_figure, tree_mask_figure
 from components.serving.pairs import OPEN_PROMPTS, PAIR_FEATURE, Pool
@@ -33,9 +33,12 @@ def run_trees(pool: Pool, ask: Ask) -> Step:
                 memo={"chain": chain, "tree": tree, "verify_ms": verify_ms})
 
 
-def reveal_trees(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
-    answer = rv.reveal_tree_gain(float(guess), need(memo, "chain"), need(memo, "tree"), need(memo, "verify_ms"))
-    return Step([None, None], answer=answer)
+def measure_trees(pool: Pool, memo: Any, ask: Ask) -> Measured:
+    return Measured([None, None], (need(memo, "chain"), need(memo, "tree"), need(memo, "verify_ms")))
+
+
+def judge_trees(guess: Any, data: Any) -> rv.Answer:
+    return rv.reveal_tree_gain(float(guess), *data)
 
 
 TREES = Chapter(
@@ -51,7 +54,7 @@ TREES = Chapter(
     "verify cost.",
     Guess(f"tokens per iteration: the tree's minus the chain's? (within the run's interval or ±{rv.TREE_TOLERANCE:g} "
           "counts)", -1.0, 2.0, 0.05),
-    run_trees, reveal_trees,
+    run_trees, measure_trees, judge_trees,
     Setting("the tree's nodes", ((f"N = {K}: the chain's budget", K), (f"N = {4 * K}: four times it", 4 * K)), K),
     longer=f"{32 * LONGER} tokens for each instead of 32")
 
