@@ -18,7 +18,7 @@ The handlers are module-level functions (the pool passed in) that the tests call
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ import gradio as gr
 from components.pages.context import AppContext
 from components.pages.learn import basics, practice
 from components.pages.learn import reveal as rv
-from components.pages.learn.book import N_PLOTS, Ask, Chapter
+from components.pages.learn.book import N_PLOTS, Ask, Chapter, Step
 from components.pages.learn.coupling import COUPLING
 from components.pages.learn.nav import chapter_link, read_query, step, title_html
 from components.pages.learn.runs import LONGER, NeedsRun
@@ -108,17 +108,26 @@ def _setting(ch: Chapter, setting: Any) -> Any:
         raise page_error(f"Chapter “{ch.title}”: {e}") from None
 
 
-def run_chapter(pool: Pool, number: int, setting: Any = None, width: Any = None, longer: bool = False) -> tuple:
-    """Run (or, ``longer``, the longer run): (note, figure 1, figure 2, memo, answer cleared)."""
+# what the class's room does with a presenter's run: (lead, chapter number, the run, what it was asked, setting)
+RunHook = Callable[[Any, int, Step, Ask, Any], None]
+
+
+def run_chapter(pool: Pool, number: int, setting: Any = None, width: Any = None, lead: Any = None,
+                longer: bool = False, on_run: RunHook | None = None) -> tuple:
+    """Run (or, ``longer``, the longer run): (note, figure 1, figure 2, memo, answer cleared). A page that leads a
+    class (``lead``) hands the run to ``on_run`` too: the class sees the presenter's run."""
     ch = chapter(number)
     ask = Ask(_setting(ch, setting), LONGER if longer and ch.longer else 1, is_narrow(width))
     s = ch.run(pool, ask)
+    if on_run is not None and lead:
+        on_run(lead, number, s, ask, ask.setting)
     return (s.note, *_figures(s.figures), s.memo, "")
 
 
-def run_longer(pool: Pool, number: int, setting: Any = None, width: Any = None) -> tuple:
+def run_longer(pool: Pool, number: int, setting: Any = None, width: Any = None, lead: Any = None,
+               on_run: RunHook | None = None) -> tuple:
     """Run longer: the chapter's run at ``LONGER`` times the scale, for when one run could not tell."""
-    return run_chapter(pool, number, setting, width, longer=True)
+    return run_chapter(pool, number, setting, width, lead, longer=True, on_run=on_run)
 
 
 def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any = None, width: Any = None,
@@ -169,12 +178,23 @@ def open_from_url(request: gr.Request, tab_ids: Sequence[str], width: Any = None
 # --- layout ---------------------------------------------------------------------------------------------
 
 @dataclass
+class ChapterBlock:
+    """A chapter's parts that a class's presenter panel updates: its note, figures, answer and setting input."""
+    number: int
+    note: gr.HTML
+    plots: list[gr.Plot]
+    answer: gr.HTML
+    setting: Any                  # the setting's control, or a gr.State(None) for a chapter without one
+
+
+@dataclass
 class LearnTab:
     chapter_list: gr.Radio
     title: gr.HTML
     blocks: list[gr.Column]
     width: gr.Number
     contents: gr.Accordion
+    chapters: list[ChapterBlock]
 
     def wire_url(self, demo: gr.Blocks, tabs: gr.Tabs, tab_ids: Sequence[str]) -> None:
         """Open the tab and chapter a link names when the page loads, and read the page's width."""
@@ -205,7 +225,7 @@ def _plot(ch: Chapter) -> gr.Plot:
                    show_label=False, elem_classes=["learn-plot"])
 
 
-def _block(pool: Pool, number: int, ch: Chapter, width: gr.Number) -> gr.Column:
+def _block(ctx: AppContext, number: int, ch: Chapter, width: gr.Number) -> tuple[gr.Column, ChapterBlock]:
     with gr.Column(visible=number == 1, elem_id=f"learn-chapter-{number}", elem_classes=["learn-chapter"]) as col:
         gr.Markdown(ch.text, elem_classes=["learn-text", "sd-learn-text"])
         setting = None
@@ -232,15 +252,22 @@ def _block(pool: Pool, number: int, ch: Chapter, width: gr.Number) -> gr.Column:
         touched = gr.State(False)
         number_in = gr.State(number)
         setting_in = setting if setting is not None else gr.State(None)
+    pool, lead = ctx.pool, ctx.class_lead
     outs = [note, *plots, memo, answer]
-    for button, fn in ((run, run_chapter), (longer, run_longer)):
-        button.click(gpu_task(bind_pool(fn, pool), duration=RUN_SECONDS), [number_in, setting_in, width], outs,
-                     concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal")
+    for button, fn, name in ((run, run_chapter, "run"), (longer, run_longer, "longer")):
+        task = bind_pool(fn, pool)
+        if lead is not None:                  # this page may lead a class: its runs go to the class's room
+            task = functools.partial(task, on_run=ctx.on_learn_run)
+            task.__name__ = task.__qualname__ = fn.__name__
+        button.click(gpu_task(task, duration=RUN_SECONDS),
+                     [number_in, setting_in, width] + ([lead] if lead is not None else []),
+                     outs, concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal",
+                     api_name=f"learn_{name}_{number}")
     guess.input(committed, None, touched, queue=False, show_progress="hidden")
     reveal.click(gpu_task(bind_pool(reveal_chapter, pool), duration=RUN_SECONDS),
                  [number_in, guess, memo, setting_in, width, touched], [answer, *plots],
                  concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal")
-    return col
+    return col, ChapterBlock(number, note, plots, answer, setting_in)
 
 
 def _nav(where: str) -> tuple[gr.Button, gr.Button]:
@@ -266,7 +293,8 @@ def build_learn_tab(ctx: AppContext) -> LearnTab:
                                     label="chapters", show_label=False, elem_id="learn-list")
             gr.Markdown("← / → step through the chapters (when the focus is not in a field). Every chapter runs "
                         "the real models on this machine, in seconds.", elem_classes=["sd-keys-hint"])
-        blocks = [_block(ctx.pool, i, c, width) for i, c in enumerate(CHAPTERS, 1)]
+        made = [_block(ctx, i, c, width) for i, c in enumerate(CHAPTERS, 1)]
+        blocks = [col for col, _ in made]
         with gr.Row():
             bottom = _nav("bottom")
     nav_out = [chapter_list, title, *blocks]
@@ -274,8 +302,9 @@ def build_learn_tab(ctx: AppContext) -> LearnTab:
         prev.click(functools.partial(go_step, delta=-1), [chapter_list], nav_out, queue=False, show_progress="hidden")
         nxt.click(functools.partial(go_step, delta=1), [chapter_list], nav_out, queue=False, show_progress="hidden")
     chapter_list.input(go_to, [chapter_list], nav_out, queue=False, show_progress="hidden")
-    return LearnTab(chapter_list, title, blocks, width, contents)
+    return LearnTab(chapter_list, title, blocks, width, contents, [b for _, b in made])
 
 
 __all__ = ["CHAPTERS", "N", "CSS", "LearnTab", "build_learn_tab", "go_to", "go_step", "run_chapter", "reveal_chapter",
-           "open_from_url", "chapter", "is_narrow", "committed", "run_longer", "NOT_RUN", "NO_GUESS"]
+           "open_from_url", "chapter", "is_narrow", "committed", "run_longer", "NOT_RUN", "NO_GUESS", "ChapterBlock",
+           "RunHook"]

@@ -1,0 +1,98 @@
+"""A class's guesses against what the run measured, as one figure: a pure function of (truth, judged guesses).
+
+- Numeric guesses: a histogram (one bar per slider value, or bins of a few values on a fine slider), stacked by
+  verdict (right, can't tell, wrong), the measured value as a line and the band a guess counts in (its 95 %
+  interval, or the chapter's tolerance) shaded; whole-number answers judged exactly (K, drafts kept) mark the
+  right value on the axis instead.
+- Choice guesses: one bar per answer offered, the right ones marked ✓.
+The title says how many guessed and how many were right. ``truth`` is any object with the fields of
+``pages.learn.reveal.Truth`` (value, low, high, right, label).
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import plotly.graph_objects as go
+
+from components.render import palette as pal
+from components.render.base import apply_layout
+
+RIGHT, WRONG, CANT_TELL = "right", "wrong", "can't tell"      # the verdicts of pages.learn.reveal
+ORDER = ((RIGHT, "right", pal.ACCEPTED), (CANT_TELL, "can't tell", pal.RESAMPLED), (WRONG, "not this time", pal.REJECTED))
+MAX_BARS = 24             # a finer slider is binned
+HEIGHT = 360
+
+
+class TruthLike(Protocol):
+    value: float | None
+    low: float | None
+    high: float | None
+    right: tuple[Any, ...]
+    label: str
+
+
+def _title(judged: Sequence[tuple[Any, str | None]], truth: TruthLike) -> tuple[str, str]:
+    n = len(judged)
+    right = sum(v == RIGHT for _, v in judged)
+    head = f"The class's guesses: {n} in, {right} right" if n else "The class's guesses: none came in"
+    sub = f"measured: {html.escape(truth.label)}" if truth.label else ""
+    return head, sub
+
+
+def _bin(step: float, lo: float, hi: float) -> float:
+    """The width of a bar: the slider's step, or a few steps when that would make more than ``MAX_BARS`` bars."""
+    if step <= 0 or not math.isfinite(step):
+        step = (hi - lo) / MAX_BARS or 1.0
+    n = max(1, math.ceil((hi - lo) / step + 1e-9) + 1)
+    return step * max(1, math.ceil(n / MAX_BARS))
+
+
+def class_histogram(truth: TruthLike, judged: Sequence[tuple[Any, str | None]], choices: Sequence[str] = (),
+                    minimum: float = 0.0, maximum: float = 1.0, step: float = 1.0) -> go.Figure:
+    """The class's ``judged`` guesses ((guess, verdict) pairs) against ``truth``; ``choices`` for a choice guess,
+    else the slider's ``minimum``, ``maximum`` and ``step``."""
+    head, sub = _title(judged, truth)
+    fig = go.Figure()
+    if choices:
+        shown = [f"{c} ✓" if c in truth.right else c for c in choices]
+        for verdict, name, colour in ORDER:
+            counts = Counter(g for g, v in judged if v == verdict)
+            if any(counts.values()):
+                fig.add_bar(x=shown, y=[counts.get(c, 0) for c in choices], name=name, marker_color=colour,
+                            hovertemplate="%{x}: %{y}<extra>" + name + "</extra>")
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=shown)
+    else:
+        width = _bin(step, minimum, maximum)
+        exact = bool(truth.right) and truth.low is None
+
+        def centre(g: float) -> float:
+            return minimum + round((g - minimum) / width) * width
+        for verdict, name, colour in ORDER:
+            counts = Counter(round(centre(float(g)), 9) for g, v in judged if v == verdict)
+            if counts:
+                xs = sorted(counts)
+                fig.add_bar(x=xs, y=[counts[x] for x in xs], width=width * 0.9, name=name, marker_color=colour,
+                            hovertemplate="%{x}: %{y}<extra>" + name + "</extra>")
+        if truth.low is not None and truth.high is not None:
+            fig.add_vrect(x0=truth.low, x1=truth.high, fillcolor=pal.ACCEPTED, opacity=0.13, line_width=0,
+                          layer="below")
+        if truth.value is not None:
+            fig.add_scatter(x=[truth.value, truth.value], y=[0, 1], yaxis="y2", mode="lines", name="measured",
+                            line={"color": pal.THEORY, "width": 3, "dash": "dash"}, hoverinfo="skip")
+            fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True})
+        pad = width / 2
+        fig.update_xaxes(range=[minimum - pad, maximum + pad],
+                         title_text="guess" + (" (✓ = the right answer)" if exact else ""))
+        if exact:
+            ticks = [minimum + i * step for i in range(int(round((maximum - minimum) / step)) + 1)]
+            fig.update_xaxes(tickvals=ticks, ticktext=[f"{t:g} ✓" if t in truth.right else f"{t:g}" for t in ticks])
+    fig.update_layout(barmode="stack", bargap=0.1)
+    fig.update_yaxes(title_text="students", rangemode="tozero", tickformat="d", dtick=max(1, len(judged) // 8) or 1)
+    return apply_layout(fig, head, HEIGHT, sub)
+
+
+__all__ = ["class_histogram", "TruthLike", "RIGHT", "WRONG", "CANT_TELL"]
