@@ -3,7 +3,8 @@
     python app.py            # serves on http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT honoured)
 
 ``build_demo(pool)`` assembles the tabs (Learn, Live, Replay, then the teaching tabs; ``?tab=<id>`` opens one,
-``?tab=learn&chapter=N`` a chapter of the lesson), wires their events and adds
+``?tab=learn&chapter=N`` a chapter of the lesson), wires their events, adds the class panel (presenter mode, Learn
+tab) and the students' page of a class (``/class``, where ``?class=CODE`` leads), and adds
 the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
 ``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
 Nothing is loaded at import time.
@@ -21,6 +22,9 @@ from specdec_core.limits import MAX_TRACE_BYTES
 from specdec_core.models.loading import install_bundled_model
 from specdec_core.models.pool import max_model_bytes
 
+from components.pages.classroom.lead_page import build_class_results, build_lead_panel, lead_context, wire_lead
+from components.pages.classroom.student_page import CLASS_REDIRECT, build_student_page
+from components.pages.classroom.student_page import PATH as CLASS_PATH
 from components.pages.context import AppContext
 from components.pages.figures_js import FIGURES_JS, page_js
 from components.pages.learn import CSS as LEARN_CSS
@@ -30,8 +34,10 @@ from components.pages.presenter import KEYBOARD_JS, PRESENTER_CSS, build_present
 from components.pages.replay import build_replay_tab
 from components.pages.teaching import add_teaching_tabs
 from components.pages.theme import A11Y_CSS, theme
+from components.render.classroom import CSS as CLASS_CSS
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
+from components.serving.classroom import RoomStore, default_store
 from components.serving.compression import app_kwargs as compression_kwargs
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
@@ -45,7 +51,7 @@ INTRO = (f"# {TITLE}\n"
          "Notation: **p** = target, **q** = draft; a draft is accepted iff u < α = min(1, p/q), and on the "
          "first rejection the replacement is drawn from norm(max(0, p − q)).")
 TAB_IDS = ("learn", "live", "replay", "lab", "simulator", "theory", "compare", "ksweep")
-PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + A11Y_CSS + """
+PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + CLASS_CSS + A11Y_CSS + """
 .sd-summary table { border-collapse: collapse; width: 100%; font-size: 15px; }
 .sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
 .sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
@@ -53,18 +59,21 @@ PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + A11Y_CSS + """
 """
 
 
-def build_demo(pool: ModelPool) -> gr.Blocks:
-    """The whole app. Per-session state lives in gr.State values; ``pool`` is shared (one lock per model)."""
+def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:
+    """The whole app. Per-session state lives in gr.State values; ``pool`` is shared (one lock per model), and so
+    are the classes' rooms (``store``: this process's, ``default_store()``, unless one is given)."""
+    store = store if store is not None else default_store()
     with gr.Blocks(title=TITLE, delete_cache=(3600, 7200)) as demo:
         with gr.Row():
             with gr.Column(scale=5):
                 gr.Markdown(INTRO)
             with gr.Column(scale=1, min_width=220):
                 presenter = build_presenter_toggle()
-        ctx = AppContext(pool=pool, latest_trace=gr.State(None))
+        ctx = lead_context(AppContext(pool=pool, latest_trace=gr.State(None)), store)
         with gr.Tabs() as tabs:
             with gr.Tab("Learn", id="learn"):
-                learn = build_learn_tab(ctx)
+                lead_panel = build_lead_panel()
+                learn = build_learn_tab(ctx, below=build_class_results)
             with gr.Tab("Live", id="live"):
                 build_live_tab(ctx, demo)
             with gr.Tab("Replay", id="replay"):
@@ -73,6 +82,9 @@ def build_demo(pool: ModelPool) -> gr.Blocks:
         add_api(pool)
         wire_presenter(demo, presenter, ctx.fold_in_presenter)
         learn.wire_url(demo, tabs, TAB_IDS)
+        wire_lead(demo, lead_panel, learn, presenter, ctx, store)
+    with demo.route("Class", CLASS_PATH, show_in_navbar=False) as page:
+        build_student_page(page, store)
     finish_api(demo)                   # the API page lists /generate and /validate_trace only
     return demo
 
@@ -97,8 +109,9 @@ def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
 def launch_options() -> dict:
     """``launch``'s keyword arguments besides the address: the page's theme (colours with AA contrast), look and
     scripts (the keyboard and presenter mode; every figure's text alternative and presenter layout), the upload
-    limit, and the page and API answers gzip-compressed (``serving.compression``)."""
-    return {"theme": theme(), "css": PAGE_CSS, "js": page_js(KEYBOARD_JS, FIGURES_JS),
+    limit, the head script that sends ``?class=CODE`` to the students' page, and the page and API answers
+    gzip-compressed (``serving.compression``)."""
+    return {"theme": theme(), "css": PAGE_CSS, "js": page_js(KEYBOARD_JS, FIGURES_JS), "head": CLASS_REDIRECT,
             "max_file_size": MAX_TRACE_BYTES, "ssr_mode": False, "show_error": False,
             "app_kwargs": compression_kwargs()}
 

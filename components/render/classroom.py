@@ -1,4 +1,8 @@
-"""A class's guesses against what the run measured, as one figure: a pure function of (truth, judged guesses).
+"""What a class's pages show, as pure builders: the class's guesses against what the run measured (one figure, a
+pure function of (truth, judged guesses)), and the small HTML blocks around it — the join code and its QR, the
+presenter's count, a student's one-line status, the class's summary of a Reveal. Every text is escaped here.
+
+The figure:
 
 - Numeric guesses: a histogram (one bar per slider value, or bins of a few values on a fine slider), stacked by
   verdict (right, can't tell, wrong), the measured value as a line and the band a guess counts in (its 95 %
@@ -85,14 +89,80 @@ def class_histogram(truth: TruthLike, judged: Sequence[tuple[Any, str | None]], 
                             line={"color": pal.THEORY, "width": 3, "dash": "dash"}, hoverinfo="skip")
             fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True})
         pad = width / 2
-        fig.update_xaxes(range=[minimum - pad, maximum + pad],
+        seen = [x for x in (truth.value, truth.low, truth.high) if x is not None and math.isfinite(x)]
+        fig.update_xaxes(range=[min([minimum, *seen]) - pad, max([maximum, *seen]) + pad],
                          title_text="guess" + (" (✓ = the right answer)" if exact else ""))
         if exact:
-            ticks = [minimum + i * step for i in range(int(round((maximum - minimum) / step)) + 1)]
+            ticks = [minimum + i * step for i in range(round((maximum - minimum) / step) + 1)]
             fig.update_xaxes(tickvals=ticks, ticktext=[f"{t:g} ✓" if t in truth.right else f"{t:g}" for t in ticks])
     fig.update_layout(barmode="stack", bargap=0.1)
     fig.update_yaxes(title_text="students", rangemode="tozero", tickformat="d", dtick=max(1, len(judged) // 8) or 1)
     return apply_layout(fig, head, HEIGHT, sub)
 
 
-__all__ = ["class_histogram", "TruthLike", "RIGHT", "WRONG", "CANT_TELL"]
+# --- the HTML around it -----------------------------------------------------------------------------------
+
+CSS = """
+.sd-class-code { font-size: 22px; margin: 2px 0; }
+.sd-class-code b { font-family: ui-monospace, Menlo, Consolas, monospace; letter-spacing: 2px; font-size: 30px; }
+.sd-class-join { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; }
+.sd-class-join p { margin: 2px 0; font-size: 16px; overflow-wrap: anywhere; }
+.sd-class-qr { image-rendering: pixelated; background: #fff; }
+.sd-class-count { font-size: 20px; margin: 2px 0; }
+.sd-class-status { font-size: 16px; padding: 6px 10px; border-radius: 6px; background: #f4f4f4; margin: 2px 0;
+                   overflow-wrap: anywhere; }
+.sd-class-problem { border-left: 5px solid #D55E00; }
+.sd-class-ok { border-left: 5px solid #009E73; }
+.sd-class-wait { border-left: 5px solid #777; }
+#class-page, #class-page * { min-width: 0; }
+#class-page { max-width: 900px; margin: 0 auto; overflow-wrap: anywhere; }
+.nav-holder { display: none !important; }
+body.sd-presenter .sd-class-code { font-size: 30px !important; }
+body.sd-presenter .sd-class-code b { font-size: 44px !important; }
+body.sd-presenter .sd-class-count { font-size: 28px !important; }
+"""
+# .nav-holder: gradio draws a page bar once an app has a second page (the students' /class), and gr.Navbar(visible=
+# False) does not hide it in gradio 6.31; the app has no other navigation bar.
+
+
+def code_html(shown: str) -> str:
+    """The join code as a projector shows it."""
+    return f'<p class="sd-class-code">Class code: <b>{html.escape(shown)}</b></p>'
+
+
+def join_html(link: str, qr: str) -> str:
+    """The join link in words next to its QR code (``qr``: an ``<img>`` from ``render.qr``)."""
+    return (f'<div class="sd-class-join">{qr}<div><p>Students: scan the code, or open</p>'
+            f'<p><b>{html.escape(link)}</b></p><p>and guess on your phone.</p></div></div>')
+
+
+def count_html(students: int, guesses: int, phase: str = "", minutes_left: float | None = None) -> str:
+    """The presenter's count: guesses in of the students in, the phase in words, the room's time left."""
+    left = f" · {minutes_left:.0f} min left" if minutes_left is not None else ""
+    say = f" · {html.escape(phase)}" if phase else ""
+    return (f'<p class="sd-class-count">Guesses in: <b>{guesses}</b> of <b>{students}</b> '
+            f'student{"s" if students != 1 else ""}{say}{left}</p>')
+
+
+def status_html(text: str, kind: str = "wait") -> str:
+    """One line for a student (or the presenter): ``kind`` "ok", "wait" or "problem" colours its edge."""
+    return f'<p class="sd-class-status sd-class-{html.escape(kind)}" role="status">{html.escape(text)}</p>'
+
+
+def setting_html(text: str) -> str:
+    """The presenter's setting of the run, in words, above it."""
+    return f'<p class="sd-class-setting"><b>{html.escape(text)}</b></p>'
+
+
+def summary_html(measured: str, judged: str, why: str, extra: str, total: int, right: int) -> str:
+    """The class's Reveal: what the run measured, how many of the class were right, how a guess was judged, why;
+    ``extra`` is HTML already escaped by its builder (the chapter's answer adds it)."""
+    class_line = (f"{total} guess{'es' if total != 1 else ''} in, {right} right" if total else "no guesses came in")
+    rule = f'<p class="sd-learn-judged">{html.escape(judged)}</p>' if judged else ""
+    return (f'<div class="sd-learn-reveal sd-class-summary"><p><b>This run:</b> {html.escape(measured)} &nbsp;·&nbsp; '
+            f'<b>The class:</b> {html.escape(class_line)}</p>{rule}'
+            f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>{extra}')
+
+
+__all__ = ["class_histogram", "TruthLike", "RIGHT", "WRONG", "CANT_TELL", "CSS", "code_html", "join_html",
+           "count_html", "status_html", "setting_html", "summary_html"]

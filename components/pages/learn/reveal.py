@@ -44,14 +44,21 @@ class Truth:
 @dataclass(frozen=True)
 class Answer:
     """A judged guess: the block the page shows, the verdict (RIGHT, WRONG, CANT_TELL, or None when not judged)
-    and what the run measured (the same for every guess)."""
+    and what the run measured (the same for every guess); ``measured`` and ``why`` (plain text) and ``extra`` (HTML
+    after the block) and how it was judged are the parts that do not depend on the guess, for a class's summary."""
     html: str
     verdict: str | None
     truth: Truth
+    measured: str = ""
+    why: str = ""
+    judged: str = ""
+    extra: str = ""
 
     def plus(self, extra_html: str) -> Answer:
         """The same answer with more HTML after its block (already escaped by the caller)."""
-        return replace(self, html=self.html + extra_html)
+        return replace(self, html=self.html + extra_html, extra=self.extra + extra_html)
+
+
 MARKS = {RIGHT: " ✓ right", WRONG: " ✗ not this time", CANT_TELL: " ? can’t tell from this run"}
 CLASSES = {RIGHT: " sd-learn-hit", WRONG: " sd-learn-miss", CANT_TELL: " sd-learn-unsure"}
 
@@ -65,7 +72,8 @@ def answer_html(guess: str, measured: str, why: str, verdict: str | None = None,
     rule = f'<p class="sd-learn-judged">{html.escape(judged)}{more}</p>' if judged or more else ""
     return Answer(f'<div class="sd-learn-reveal{cls}"><p><b>Your guess:</b> {html.escape(guess)} &nbsp;·&nbsp; '
                   f'<b>This run:</b> {html.escape(measured)}<b>{html.escape(mark)}</b></p>{rule}'
-                  f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>', verdict, truth)
+                  f'<p class="sd-learn-why">Why: {html.escape(why)}</p></div>', verdict, truth,
+                  measured=measured, why=why, judged=judged)
 
 
 def message_html(text: str) -> str:

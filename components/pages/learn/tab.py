@@ -27,7 +27,7 @@ import gradio as gr
 from components.pages.context import AppContext
 from components.pages.learn import basics, practice
 from components.pages.learn import reveal as rv
-from components.pages.learn.book import N_PLOTS, Ask, Chapter, Step
+from components.pages.learn.book import N_PLOTS, Ask, Chapter
 from components.pages.learn.coupling import COUPLING
 from components.pages.learn.nav import chapter_link, read_query, step, title_html
 from components.pages.learn.runs import LONGER, NeedsRun
@@ -108,26 +108,31 @@ def _setting(ch: Chapter, setting: Any) -> Any:
         raise page_error(f"Chapter “{ch.title}”: {e}") from None
 
 
-# what the class's room does with a presenter's run: (lead, chapter number, the run, what it was asked, setting)
-RunHook = Callable[[Any, int, Step, Ask, Any], None]
+# what a class's room does with its presenter's run: (lead, chapter number, the run's outputs, the setting)
+RunHook = Callable[[Any, int, Sequence[Any], Any], None]
 
 
-def run_chapter(pool: Pool, number: int, setting: Any = None, width: Any = None, lead: Any = None,
-                longer: bool = False, on_run: RunHook | None = None) -> tuple:
-    """Run (or, ``longer``, the longer run): (note, figure 1, figure 2, memo, answer cleared). A page that leads a
-    class (``lead``) hands the run to ``on_run`` too: the class sees the presenter's run."""
+def run_chapter(pool: Pool, number: int, setting: Any = None, width: Any = None, longer: bool = False) -> tuple:
+    """Run (or, ``longer``, the longer run): (note, figure 1, figure 2, memo, answer cleared)."""
     ch = chapter(number)
     ask = Ask(_setting(ch, setting), LONGER if longer and ch.longer else 1, is_narrow(width))
     s = ch.run(pool, ask)
-    if on_run is not None and lead:
-        on_run(lead, number, s, ask, ask.setting)
     return (s.note, *_figures(s.figures), s.memo, "")
 
 
-def run_longer(pool: Pool, number: int, setting: Any = None, width: Any = None, lead: Any = None,
-               on_run: RunHook | None = None) -> tuple:
+def run_longer(pool: Pool, number: int, setting: Any = None, width: Any = None) -> tuple:
     """Run longer: the chapter's run at ``LONGER`` times the scale, for when one run could not tell."""
-    return run_chapter(pool, number, setting, width, lead, longer=True, on_run=on_run)
+    return run_chapter(pool, number, setting, width, longer=True)
+
+
+def run_and_hand_over(task: Callable[..., tuple], on_run: RunHook, number: int, setting: Any = None,
+                      width: Any = None, lead: Any = None) -> tuple:
+    """A run of a page that may lead a class: the run (``task``, which may run on a GPU elsewhere), then, when the
+    page leads one (``lead``), its outputs handed to ``on_run`` here, in the app's process, where the rooms live."""
+    out = task(number, setting, width)
+    if lead:
+        on_run(lead, number, out, setting)
+    return out
 
 
 def reveal_chapter(pool: Pool, number: int, guess: Any, memo: Any, setting: Any = None, width: Any = None,
@@ -195,6 +200,12 @@ class LearnTab:
     width: gr.Number
     contents: gr.Accordion
     chapters: list[ChapterBlock]
+    below: Any = None
+
+    @property
+    def nav_outputs(self) -> list[Any]:
+        """What a move to another chapter updates (``go_to``'s outputs): the list, the title, every block."""
+        return [self.chapter_list, self.title, *self.blocks]
 
     def wire_url(self, demo: gr.Blocks, tabs: gr.Tabs, tab_ids: Sequence[str]) -> None:
         """Open the tab and chapter a link names when the page loads, and read the page's width."""
@@ -255,13 +266,13 @@ def _block(ctx: AppContext, number: int, ch: Chapter, width: gr.Number) -> tuple
     pool, lead = ctx.pool, ctx.class_lead
     outs = [note, *plots, memo, answer]
     for button, fn, name in ((run, run_chapter, "run"), (longer, run_longer, "longer")):
-        task = bind_pool(fn, pool)
-        if lead is not None:                  # this page may lead a class: its runs go to the class's room
-            task = functools.partial(task, on_run=ctx.on_learn_run)
+        task = gpu_task(bind_pool(fn, pool), duration=RUN_SECONDS)
+        inputs = [number_in, setting_in, width]
+        if lead is not None and ctx.on_learn_run is not None:   # this page may lead a class: runs go to its room
+            task = functools.partial(run_and_hand_over, task, ctx.on_learn_run)
             task.__name__ = task.__qualname__ = fn.__name__
-        button.click(gpu_task(task, duration=RUN_SECONDS),
-                     [number_in, setting_in, width] + ([lead] if lead is not None else []),
-                     outs, concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal",
+            inputs.append(lead)
+        button.click(task, inputs, outs, concurrency_limit=4, concurrency_id="learn-run", show_progress="minimal",
                      api_name=f"learn_{name}_{number}")
     guess.input(committed, None, touched, queue=False, show_progress="hidden")
     reveal.click(gpu_task(bind_pool(reveal_chapter, pool), duration=RUN_SECONDS),
@@ -280,8 +291,9 @@ def _nav(where: str) -> tuple[gr.Button, gr.Button]:
     return prev, nxt
 
 
-def build_learn_tab(ctx: AppContext) -> LearnTab:
-    """The Learn tab's components and events (call inside ``gr.Tab``)."""
+def build_learn_tab(ctx: AppContext, below: Callable[[], Any] | None = None) -> LearnTab:
+    """The Learn tab's components and events (call inside ``gr.Tab``); ``below`` builds what goes under the chapters
+    (a class's results), above the Back / Next at the bottom; LearnTab.below holds what it returned."""
     width = gr.Number(None, visible=False, elem_id="learn-width")  # the page's width (a State would not reach the
     with gr.Column(elem_id="learn-page"):                           # server from the load's script)
         with gr.Row(equal_height=True):
@@ -295,6 +307,7 @@ def build_learn_tab(ctx: AppContext) -> LearnTab:
                         "the real models on this machine, in seconds.", elem_classes=["sd-keys-hint"])
         made = [_block(ctx, i, c, width) for i, c in enumerate(CHAPTERS, 1)]
         blocks = [col for col, _ in made]
+        extra = below() if below is not None else None
         with gr.Row():
             bottom = _nav("bottom")
     nav_out = [chapter_list, title, *blocks]
@@ -302,9 +315,9 @@ def build_learn_tab(ctx: AppContext) -> LearnTab:
         prev.click(functools.partial(go_step, delta=-1), [chapter_list], nav_out, queue=False, show_progress="hidden")
         nxt.click(functools.partial(go_step, delta=1), [chapter_list], nav_out, queue=False, show_progress="hidden")
     chapter_list.input(go_to, [chapter_list], nav_out, queue=False, show_progress="hidden")
-    return LearnTab(chapter_list, title, blocks, width, contents, [b for _, b in made])
+    return LearnTab(chapter_list, title, blocks, width, contents, [b for _, b in made], extra)
 
 
 __all__ = ["CHAPTERS", "N", "CSS", "LearnTab", "build_learn_tab", "go_to", "go_step", "run_chapter", "reveal_chapter",
            "open_from_url", "chapter", "is_narrow", "committed", "run_longer", "NOT_RUN", "NO_GUESS", "ChapterBlock",
-           "RunHook"]
+           "RunHook", "run_and_hand_over"]

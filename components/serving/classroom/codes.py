@@ -55,6 +55,11 @@ def parse_code(raw: object) -> str:
     return code
 
 
+def is_code(raw: object) -> bool:
+    """Whether ``raw`` is a code exactly as issued (no dash, upper case)."""
+    return isinstance(raw, str) and len(raw) == CODE_LEN and all(c in ALPHABET for c in raw)
+
+
 def check_token(raw: object, what: str, nbytes: int) -> str:
     """A secret or a student id as issued here (URL-safe, the issued length), or ValueError."""
     length = len(secrets.token_urlsafe(nbytes))
@@ -64,4 +69,4 @@ def check_token(raw: object, what: str, nbytes: int) -> str:
 
 
 __all__ = ["ALPHABET", "CODE_LEN", "new_code", "new_secret", "new_student", "shown_code", "parse_code",
-           "check_token", "quoted", "SECRET_BYTES", "STUDENT_BYTES"]
+           "check_token", "is_code", "quoted", "SECRET_BYTES", "STUDENT_BYTES"]

@@ -76,8 +76,9 @@ class MemoryRoomStore:
         self._sweep(now)
         room = self._rooms.get(code) if isinstance(code, str) else None
         if room is None or room.expires <= now:
-            raise RoomError(f"There is no class {codes.shown_code(code) if isinstance(code, str) else ''} here: the "
-                            "code may be mistyped, or the class has ended. Ask your presenter for the code.", gone=True)
+            named = f" {codes.shown_code(code)}" if codes.is_code(code) else ""
+            raise RoomError(f"There is no class{named} here: the code may be mistyped, or the class has ended. Ask "
+                            "your presenter for the code.", gone=True)
         return room
 
     def _led(self, code: str, secret: str) -> Room:

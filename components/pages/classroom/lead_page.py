@@ -1,0 +1,166 @@
+"""The presenter's class panel on the Learn tab, and its wiring: ``build_lead_panel`` (above the chapters: Start a
+class, then the code, the join link and its QR, the count, Lock / Reveal to the class / Next chapter / Send my Live
+run / End), ``build_class_results`` (under the chapters: the class's answer and histogram after a Reveal) and
+``wire_lead``, which connects them to the handlers of ``lead`` and to the Learn tab (its runs go to the room, its
+moves move the class, the class's Reveal fills the chapter's answer and figures).
+
+The panel shows in presenter mode and whenever the page leads a class. Ids: ``class-lead`` (the panel),
+``class-start``, ``class-code``, ``class-join``, ``class-count``, ``class-lead-status``, ``class-lock``,
+``class-reveal``, ``class-next``, ``class-live``, ``class-end``, ``class-lead-link``; ``class-results``,
+``class-answer``, ``class-histogram``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from components.pages.classroom import lead as ld
+from components.pages.classroom.publish import class_chapter, reveal_for_class
+from components.pages.context import AppContext
+from components.pages.learn.tab import RUN_SECONDS, ChapterBlock, LearnTab, go_step
+from components.serving.classroom import RoomStore
+from components.serving.gpu import gpu_task
+
+LEAD_KEY = "sd-class-lead"          # the browser's storage of the class this presenter leads
+# the page's own address for the links (as its browser sees it), and the presenter link's lead read once and
+# taken out of the address bar (a projector shows it)
+BASE_JS = "(base, lead) => [window.location.href, lead]"
+RESTORE_JS = """
+(fromLink, stored, base) => {
+  const q = new URLSearchParams(window.location.search);
+  const lead = q.get("lead") || "";
+  if (lead) {
+    q.delete("lead");
+    const rest = q.toString();
+    window.history.replaceState(null, "", window.location.pathname + (rest ? "?" + rest : "") + window.location.hash);
+  }
+  return [lead, stored, window.location.href];
+}
+"""
+
+
+@dataclass
+class LeadPanel:
+    column: gr.Column
+    start: gr.Button
+    code: gr.HTML
+    join: gr.HTML
+    count: gr.HTML
+    status: gr.HTML
+    controls: gr.Row
+    lock: gr.Button
+    reveal: gr.Button
+    next: gr.Button
+    live: gr.Button
+    end: gr.Button
+    link: gr.Textbox
+    timer: gr.Timer
+    seen: gr.State
+    stored: gr.BrowserState
+    base: gr.Textbox
+    from_link: gr.Textbox
+
+    def outputs(self, lead: Any) -> list[Any]:
+        """``lead.PANEL``'s order."""
+        return [lead, self.stored, self.code, self.join, self.count, self.status, self.controls, self.start,
+                self.link, self.timer, self.seen, self.lock]
+
+
+@dataclass
+class ClassResults:
+    column: gr.Column
+    answer: gr.HTML
+    histogram: gr.Plot
+
+
+def build_lead_panel() -> LeadPanel:
+    """The class panel (call inside the Learn tab, above the chapters)."""
+    with gr.Column(visible=False, elem_id="class-lead") as column:
+        gr.Markdown("**Teach a class**: students follow this chapter on their phones, guess, and see the class's "
+                    "guesses against your run when you reveal.", elem_classes=["sd-keys-hint"])
+        start = gr.Button("Start a class", variant="primary", elem_id="class-start", scale=0, min_width=180)
+        code = gr.HTML("", elem_id="class-code")
+        join = gr.HTML("", elem_id="class-join")
+        count = gr.HTML("", elem_id="class-count")
+        status = gr.HTML("", elem_id="class-lead-status")
+        with gr.Row(visible=False, elem_id="class-controls") as controls:
+            lock = gr.Button("Lock guesses", elem_id="class-lock", min_width=140)
+            reveal = gr.Button("Reveal to the class", variant="primary", elem_id="class-reveal", min_width=160)
+            nxt = gr.Button("Next chapter →", elem_id="class-next", min_width=140)
+            live = gr.Button("Send my Live run", elem_id="class-live", min_width=140)
+            end = gr.Button("End the class", variant="stop", elem_id="class-end", min_width=120)
+        with gr.Accordion("Presenter link", open=False):
+            link = gr.Textbox("", label=ld.LINK_LABEL, visible=False, elem_id="class-lead-link", interactive=False,
+                              buttons=["copy"])
+        timer = gr.Timer(ld.POLL_S, active=False)
+        seen = gr.State(-1)
+        stored = gr.BrowserState(None, storage_key=LEAD_KEY)
+        base = gr.Textbox(visible=False)
+        from_link = gr.Textbox(visible=False)
+    return LeadPanel(column, start, code, join, count, status, controls, lock, reveal, nxt, live, end, link, timer,
+                     seen, stored, base, from_link)
+
+
+def build_class_results() -> ClassResults:
+    """The class's answer and histogram (under the chapters; shown after a Reveal to the class)."""
+    with gr.Column(visible=False, elem_id="class-results") as column:
+        answer = gr.HTML("", elem_id="class-answer")
+        histogram = gr.Plot(show_label=False, elem_id="class-histogram")
+    return ClassResults(column, answer, histogram)
+
+
+def wire_lead(demo: gr.Blocks, panel: LeadPanel, learn: LearnTab, presenter: gr.Checkbox, ctx: AppContext,
+              store: RoomStore) -> None:
+    """Every event of the class panel; the Learn tab's own events hand their runs over through ``ctx.on_learn_run``
+    (set by ``lead_context``)."""
+    lead, results = ctx.class_lead, learn.below
+    out = panel.outputs(lead)
+    show = {"fn": ld.show_panel, "inputs": [presenter, lead], "outputs": [panel.column], "queue": False,
+            "show_progress": "hidden"}
+    quick = {"queue": False, "show_progress": "hidden"}
+    panel.start.click(functools.partial(ld.start_class, store), [panel.base, lead], out, js=BASE_JS,
+                      api_name="class_start", **quick)
+    demo.load(functools.partial(ld.restore_lead, store), [panel.from_link, panel.stored, panel.base],
+              out + learn.nav_outputs, js=RESTORE_JS, **quick).then(**show)
+    presenter.change(**show)
+    panel.timer.tick(functools.partial(ld.lead_poll, store), [lead, panel.seen], out, **quick)
+    panel.lock.click(functools.partial(ld.lock_guesses, store), [lead], out, api_name="class_lock", **quick)
+    panel.end.click(functools.partial(ld.end_class, store), [lead], out, **quick).then(
+        lambda: gr.Column(visible=False), None, [results.column], **quick)
+    panel.next.click(functools.partial(go_step, delta=1), [learn.chapter_list], learn.nav_outputs,
+                     api_name="class_next", **quick)
+    learn.chapter_list.change(functools.partial(ld.follow_chapter, store), [lead, learn.chapter_list],
+                              [panel.status, panel.count, panel.seen, results.column], **quick)
+    reveal = functools.partial(ld.reveal_to_class, store, ctx.pool, measure=gpu_task(reveal_for_class,
+                                                                                      duration=RUN_SECONDS))
+    chapters = [c for b in learn.chapters for c in (b.answer, *b.plots)]
+    panel.reveal.click(reveal, [lead], [panel.status, panel.count, results.column, results.answer, results.histogram,
+                                        *chapters], concurrency_limit=4, concurrency_id="learn-run",
+                       show_progress="minimal", api_name="class_reveal")
+    panel.live.click(functools.partial(ld.push_live, store), [lead, ctx.latest_trace], [panel.status], **quick)
+    for block in learn.chapters:
+        setting = learn_setting(block)
+        if setting is not None:
+            setting.change(functools.partial(ld.choose_setting, store, number=block.number), [lead, setting], None,
+                           **quick)
+
+
+def learn_setting(block: ChapterBlock) -> Any:
+    """The chapter's setting control when the Reveal takes it (the presenter may change it after the run)."""
+    ch = class_chapter(block.number)
+    return block.setting if ch.setting is not None and ch.setting.at_reveal else None
+
+
+def lead_context(ctx: AppContext, store: RoomStore) -> AppContext:
+    """``ctx`` with the page's lead (a gr.State; call inside the Blocks) and the hook that hands the Learn tab's runs
+    to the room."""
+    ctx.class_lead = gr.State(None)
+    ctx.on_learn_run = functools.partial(ld.publish_run, store)
+    return ctx
+
+
+__all__ = ["LeadPanel", "ClassResults", "build_lead_panel", "build_class_results", "wire_lead", "lead_context",
+           "LEAD_KEY", "learn_setting"]

@@ -1,0 +1,82 @@
+"""The students' page (the app's second page, ``/class``): its layout, phone first, and its three events — join
+on load (the code from the address, or typed), the gr.Timer's poll, Send. The handlers live in ``student``.
+
+The join link the presenter hands out is the app's own address with ``?class=CODE``; ``CLASS_REDIRECT`` (in the
+page's head) sends such an address to this page before anything else loads.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from components.pages.classroom import student as st
+from components.render.classroom import status_html
+from components.serving.classroom import RoomStore
+
+PATH = "class"
+IDS_KEY = "sd-class-ids"            # the browser's storage of its student ids, per class code
+CODE_JS = "(code, ids) => [new URLSearchParams(window.location.search).get('class') || '', ids]"
+# in the page's <head>: an address of the app with ?class=CODE opens the students' page (before gradio loads)
+CLASS_REDIRECT = """<script>
+(function () {
+  var q = new URLSearchParams(window.location.search);
+  if (q.has("class") && !/\\/class\\/?$/.test(window.location.pathname)) {
+    window.location.replace(window.location.pathname.replace(/\\/?$/, "/") + "class" + window.location.search);
+  }
+})();
+</script>"""
+
+
+@dataclass
+class StudentPage:
+    outputs: list[Any]          # in ``student.OUTPUTS``' order
+    send: gr.Button
+    join: gr.Button
+    code_in: gr.Textbox
+    timer: gr.Timer
+
+
+def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
+    """The page's components and events (call inside ``with demo.route(...) as page``)."""
+    with gr.Column(elem_id="class-page"):
+        title = gr.HTML('<h2 class="sd-learn-title">A class</h2>', elem_id="learn-title")
+        status = gr.HTML(status_html("Joining the class…", "wait"), elem_id="class-status")
+        with gr.Column(visible=False, elem_id="class-join-form") as form:
+            code_in = gr.Textbox(label="class code", max_length=64, elem_id="class-code-in", placeholder="7KX4-MP9A")
+            join = gr.Button("Join", variant="primary", elem_id="class-join-button")
+        with gr.Column(visible=False, elem_id="class-chapter", elem_classes=["learn-chapter"]) as chapter:
+            text = gr.Markdown("", elem_classes=["learn-text", "sd-learn-text"])
+            note = gr.HTML("", elem_classes=["learn-note"])
+            plot1 = gr.Plot(show_label=False, elem_classes=["learn-plot"])
+            with gr.Row(equal_height=True, elem_classes=["learn-guess-row"]):
+                slider = gr.Slider(0, 1, value=0, step=1, visible=False, elem_classes=["learn-guess"], min_width=240)
+                radio = gr.Radio([], value=None, visible=False, elem_classes=["learn-guess"], min_width=240)
+                send = gr.Button("Send", variant="primary", elem_id="class-send", scale=0, min_width=140)
+            answer = gr.HTML("", elem_classes=["learn-answer"])
+            histogram = gr.Plot(visible=False, show_label=False, elem_id="class-histogram")
+            plot2 = gr.Plot(show_label=False, elem_classes=["learn-plot"])
+        with gr.Column(visible=False, elem_id="class-live-run") as live:
+            gr.Markdown("**Your presenter's Live run**")
+            live_html = gr.HTML("")
+            live_plot = gr.Plot(show_label=False)
+        timer = gr.Timer(st.POLL_S, active=False)
+        me = gr.State(None)
+        ids = gr.BrowserState(None, storage_key=IDS_KEY)
+        code_url = gr.Textbox(visible=False)
+    outputs = [title, status, chapter, text, note, plot1, slider, radio, send, answer, histogram, plot2, live,
+               live_html, live_plot, form, timer, me, ids]
+    assert len(outputs) == st.N_OUT
+    quick = {"queue": False, "show_progress": "hidden"}
+    joining = functools.partial(st.join_class, store)
+    gr.on([join.click, code_in.submit], joining, [code_in, ids], outputs, **quick)
+    timer.tick(functools.partial(st.poll_class, store), [me], outputs, api_name="class_poll", **quick)
+    send.click(functools.partial(st.send_guess, store), [me, slider, radio], [status], api_name="class_send", **quick)
+    # on load: join with the code the page's address names (read in the browser)
+    page.load(joining, [code_url, ids], outputs, js=CODE_JS, api_name="class_join", **quick)
+    return StudentPage(outputs, send, join, code_in, timer)
+
+
+__all__ = ["PATH", "IDS_KEY", "CLASS_REDIRECT", "StudentPage", "build_student_page"]
