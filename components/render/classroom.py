@@ -146,7 +146,7 @@ def count_html(students: int, guesses: int, phase: str = "", minutes_left: float
 
 def status_html(text: str, kind: str = "wait") -> str:
     """One line for a student (or the presenter): ``kind`` "ok", "wait" or "problem" colours its edge."""
-    return f'<p class="sd-class-status sd-class-{html.escape(kind)}" role="status">{html.escape(text)}</p>'
+    return f'<p class="sd-class-status sd-class-{html.escape(kind)}" role="status">{html.escape(text, quote=False)}</p>'
 
 
 def setting_html(text: str) -> str:

@@ -9,7 +9,6 @@ Nothing here touches the store: the presenter's handlers (``lead``) take what th
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,18 +66,13 @@ def shown_run(number: int, note: str, figures: Sequence[Any], setting: Any) -> S
 
 
 def check_guess(guess: Guess, value: Any) -> Any:
-    """A student's guess as the store keeps it: one of the choices, or a number on the slider (a whole number when
-    the slider counts in whole steps); ValueError in words otherwise."""
+    """A student's guess as the store keeps it: one of the choices, or a number (not text) on the slider (a whole
+    number when the slider counts in whole steps); ValueError in words otherwise."""
     if guess.choices:
         if not isinstance(value, str):
             raise ValueError(f"pick one of the answers: {', '.join(guess.choices)}")
         return guess.check(value)
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"the guess must be a number from {guess.minimum:g} to {guess.maximum:g}") from None
-    value = guess.check(value)
+    value = guess.check(value)          # a slider sends a number: text, even "4", is not one
     if float(guess.step).is_integer() and float(guess.minimum).is_integer() and float(value).is_integer():
         return int(value)
     return float(value)
@@ -134,9 +128,5 @@ def judge_all(ch: Chapter, data: Any, guesses: Mapping[str, Any]) -> tuple[dict[
     return answers, verdicts, head
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 __all__ = ["class_chapter", "figure_json", "placeholder_json", "setting_words", "shown_run", "check_guess",
-           "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE", "is_number"]
+           "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE"]

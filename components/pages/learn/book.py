@@ -42,8 +42,8 @@ class Guess:
             if value not in self.choices:
                 raise ValueError(f"the guess must be one of {', '.join(self.choices)}, got {str(value)[:40]!r}")
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not self.minimum <= value <= self.maximum:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or isinstance(value, float) and not math.isfinite(value) or not self.minimum <= value <= self.maximum:
             raise ValueError(f"the guess must be a number from {self.minimum:g} to {self.maximum:g}, "
                              f"got {str(value)[:40]!r}")
         return value

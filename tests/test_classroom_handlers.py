@@ -1,0 +1,336 @@
+"""A class's pages without a browser: the presenter's and the students' handlers on an in-process room store, with
+runs made of recorded values (no model): start, join, the run published once and drawn from the same JSON on every
+page, polls that answer "nothing new" with gr.skip(), Send, the count, a Reveal judged for every guess, the class
+following the presenter; a reload keeps the student and the presenter; wrong, expired and full rooms each say so in
+one line; a page without the secret cannot lead, and nothing a student is sent holds it."""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from gradio.components.plot import PlotData
+
+from components.pages.classroom import lead as ld
+from components.pages.classroom import student as st
+from components.pages.classroom.publish import check_guess, class_chapter, reveal_for_class, shown_run
+from components.pages.learn import basics
+from components.pages.learn.book import N_PLOTS, Guess
+from components.pages.learn.tab import N, run_and_hand_over
+from components.render.base import empty_figure
+from components.serving.classroom import ClassLimits, MemoryRoomStore, RoomError
+
+BASE = "http://127.0.0.1:7860/?tab=learn"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ngram_extractive.json"
+VERIFY_MS = [30.0, 31.0, 35.0, 36.0, 50.0, 52.0, 60.0, 62.0, 70.0]      # chapter 1's memo: a forward over 1..9 tokens
+SKIP = gr.skip()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def plain(value):
+    """An output as the page would be sent it (components as their updates, PlotData as its JSON)."""
+    if isinstance(value, (gr.components.Component, gr.blocks.BlockContext)):
+        return {k: plain(v) for k, v in value._constructor_args[0].items()}
+    if isinstance(value, PlotData):
+        return value.model_dump()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def sent(outputs) -> str:
+    return json.dumps(plain(outputs), default=str)
+
+
+def at(outputs, name):
+    return outputs[st.AT[name]]
+
+
+def run_outputs(number: int = 1, memo=None) -> tuple:
+    """A chapter run's outputs as the Learn tab returns them: note, figures, memo, answer cleared."""
+    figures = [empty_figure(f"run figure {i}", "drawn") for i in range(N_PLOTS)]
+    return ("<div class='sd-learn-note'><p>the run</p></div>", *figures, memo or {"verify_ms": VERIFY_MS}, "")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def store(clock):
+    return MemoryRoomStore(ClassLimits(rooms=3, students=5, life_s=3600.0), clock)
+
+
+@pytest.fixture
+def lead(store):
+    panel = ld.start_class(store, BASE)
+    return panel[0]
+
+
+def joined(store, code, ids=None):
+    out = st.join_class(store, code, ids)
+    return out, at(out, "me"), at(out, "ids")
+
+
+# --- the presenter's start ---------------------------------------------------------------------------------------
+
+def test_start_shows_the_code_the_join_link_and_its_qr(store):
+    panel = ld.start_class(store, BASE + "#x")
+    lead = panel[0]
+    code = lead["code"]
+    shown = f"{code[:4]}-{code[4:]}"
+    assert panel[1] == lead and shown in panel[2]
+    assert f"http://127.0.0.1:7860/?class={code}" in panel[3] and 'src="data:image/svg+xml' in panel[3]
+    assert "Guesses in: <b>0</b> of <b>0</b>" in panel[4]
+    link = plain(panel[8])["value"]
+    assert link == f"http://127.0.0.1:7860/?presenter=1&lead={code}.{lead['secret']}"
+    assert ld.parse_lead_param(link.split("lead=")[1]) == lead
+    assert plain(panel[9]) == {"active": True}
+    again = ld.start_class(store, BASE, lead)                 # a page that leads keeps its room
+    assert again[0] == lead and store.rooms() == 1
+
+
+def test_start_refuses_past_the_servers_rooms(store):
+    for _ in range(3):
+        ld.start_class(store, BASE)
+    panel = ld.start_class(store, BASE)
+    assert panel[0] is None and "already running 3 classes" in panel[5]
+
+
+@pytest.mark.parametrize("base", ["javascript:alert(1)", "http://x/<script>", None, 5, "http://" + "x" * 400])
+def test_a_strange_page_address_gives_a_relative_link(store, base):
+    panel = ld.start_class(store, base)
+    code = panel[0]["code"]
+    assert f"<b>?class={code}</b>" in panel[3] and "<script>" not in panel[3] and "javascript" not in panel[3]
+
+
+# --- a chapter with the class --------------------------------------------------------------------------------
+
+def test_a_chapter_from_join_to_reveal_and_on(store, lead):
+    code, secret = lead["code"], lead["secret"]
+    out, me, ids = joined(store, code.lower())
+    assert "Chapter 1 / 12" in at(out, "title") and "wait for your presenter's run" in at(out, "status")
+    assert ids == {"last": code, "ids": {code: me["student"]}} and plain(at(out, "timer")) == {"active": True}
+    assert st.poll_class(store, me) == (SKIP,) * st.N_OUT            # nothing new: nothing redrawn
+
+    run = run_outputs()
+    assert run_and_hand_over(lambda *a: run, lambda *a: ld.publish_run(store, *a), 1, None, 900, lead) == run
+    out = st.poll_class(store, me)
+    me = at(out, "me")
+    drawn = plain(at(out, "plot1"))["value"]["plot"]
+    assert json.loads(drawn)["layout"]["title"]["text"].startswith("run figure 0")
+    assert store.student_view(code, me["student"]).shown.figures[0] == drawn      # the room's JSON, as made once
+    slider = plain(at(out, "slider"))
+    assert (slider["minimum"], slider["maximum"], slider["step"], slider["visible"], slider["interactive"]) == \
+        (1.0, 8.0, 0.25, True, True)
+    assert "guess, then Send" in at(out, "status") and st.poll_class(store, me) == (SKIP,) * st.N_OUT
+
+    assert "Sent: 2.5" in st.send_guess(store, me, 2.5, None)
+    count = ld.lead_poll(store, lead, -1)[4]
+    assert "Guesses in: <b>1</b> of <b>1</b>" in count
+    other, me2, _ = joined(store, code)
+    assert "guess, then Send" in at(other, "status")                # a late joiner sees the run as it is
+    assert "Sent: 6" in st.send_guess(store, me2, 6, None)
+
+    revealed = ld.reveal_to_class(store, None, lead)
+    assert "Revealed to the class: 2 guesses" in revealed[0] and plain(revealed[2]) == {"visible": True}
+    assert "This run:" in revealed[3] and "The class:" in revealed[3]
+    fig = json.loads(revealed[4].plot)
+    assert sum(sum(t["y"]) for t in fig["data"] if t["type"] == "bar") == 2
+    assert "2 in" in fig["layout"]["title"]["text"]
+    assert revealed[5] == revealed[3]                                 # chapter 1's answer slot on this page
+    assert all(x == SKIP for x in revealed[5 + 1 + N_PLOTS:])         # the other chapters' slots are left
+
+    out = st.poll_class(store, me)
+    me = at(out, "me")
+    assert "Your guess:</b> 2.5" in at(out, "answer") and "The class:" in at(out, "answer")
+    hist = plain(at(out, "histogram"))
+    assert hist["visible"] and hist["value"]["plot"] == revealed[4].plot
+    assert "the answer is out" in at(out, "status") and plain(at(out, "send"))["interactive"] is False
+    assert "not sent" in st.send_guess(store, me, 3, None).lower()
+
+    follow = ld.follow_chapter(store, lead, 2)
+    assert "chapter 2" in follow[0] and plain(follow[3]) == {"visible": False}
+    out = st.poll_class(store, me)
+    assert "Chapter 2 / 12" in at(out, "title") and plain(at(out, "histogram")) == {"visible": False}
+    assert (plain(at(out, "slider"))["minimum"], plain(at(out, "slider"))["maximum"]) == (0, 4)
+    assert at(out, "answer") == "" and "wait for your presenter's run" in at(out, "status")
+    assert store.lead(code, secret).chapter == 2
+
+
+def test_a_reload_keeps_the_student_and_the_guess(store, lead):
+    code = lead["code"]
+    _, me, ids = joined(store, code)
+    ld.publish_run(store, lead, 1, run_outputs(), None)
+    assert "moved on" in st.send_guess(store, me, 3.25, None)      # a page still on the run before
+    me = at(st.poll_class(store, me), "me")
+    assert "Sent: 3.25" in st.send_guess(store, me, 3.25, None)
+    out, again, ids2 = joined(store, f"{code[:4]}-{code[4:]}", ids)
+    assert again["student"] == me["student"] and ids2 == ids
+    assert "Your guess: 3.25 (sent)" in at(out, "status") and plain(at(out, "slider"))["value"] == 3.25
+    out, _, _ = joined(store, "", ids)                     # /class without a code: the class this browser was in
+    assert "Your guess: 3.25 (sent)" in at(out, "status")
+    assert store.lead(code, lead["secret"]).students == 1
+
+
+def test_the_presenter_takes_the_class_back_after_a_reload(store, lead):
+    ld.follow_chapter(store, lead, 4)
+    out = ld.restore_lead(store, "", lead, BASE)
+    assert out[0] == lead and "You lead this class again" in out[5]
+    assert plain(out[ld.N_PANEL])["value"] == 4 and "Chapter 4 / 12" in out[ld.N_PANEL + 1]    # the Learn page moves
+    link = f"{lead['code']}.{lead['secret']}"
+    assert ld.restore_lead(store, link, None, BASE)[0] == lead
+    bad = ld.restore_lead(store, "7KX4MP9A.not-a-secret", None, BASE)
+    assert bad[0] is None and "not one this server issued" in bad[5]
+    store.end(lead["code"], lead["secret"])
+    stale = ld.restore_lead(store, "", lead, BASE)
+    assert stale[0] is None and stale[5] == ""              # a stale stored lead is dropped quietly
+    assert ld.restore_lead(store, "", None, BASE) == (SKIP,) * (ld.N_PANEL + 2 + N)
+
+
+def test_lock_closes_sending_and_opens_it_again(store, lead):
+    _, me, _ = joined(store, lead["code"])
+    ld.publish_run(store, lead, 1, run_outputs(), None)
+    panel = ld.lock_guesses(store, lead)
+    assert "Guesses locked" in panel[5] and plain(panel[11])["value"] == "Open guesses again"
+    out = st.poll_class(store, me)
+    assert plain(at(out, "send"))["interactive"] is False and "guesses are locked" in at(out, "status")
+    assert "Guessing is closed" in st.send_guess(store, at(out, "me"), 2, None)
+    assert "open again" in ld.lock_guesses(store, lead)[5]
+    assert "Sent: 2" in st.send_guess(store, at(out, "me"), 2, None)
+
+
+def test_a_choice_chapter_with_a_setting_chosen_at_reveal(store, lead, monkeypatch):
+    """Chapter 5: the bug the presenter picks reaches the class, and the Reveal runs the toy sampler once for all."""
+    monkeypatch.setattr(basics, "LAB_RUNS", 300)
+    ch = class_chapter(5)
+    bug = ch.setting.choices[0][1]
+    ld.follow_chapter(store, lead, 5)
+    run = (basics.note("the correct sampler"), empty_figure("a", "b"), empty_figure("c", "d"),
+           {"checked": True, "scale": 1}, "")
+    ld.publish_run(store, lead, 5, run, bug)
+    ld.choose_setting(store, lead, ch.setting.choices[-1][1], number=5)
+    joins = [joined(store, lead["code"]) for _ in range(3)]
+    students, out = [j[1] for j in joins], joins[0][0]
+    radio = plain(at(out, "radio"))
+    assert radio["choices"] == list(ch.guess.choices) and radio["value"] is None and radio["visible"]
+    assert ch.setting.choices[-1][0] in at(out, "note")
+    for me, guess in zip(students, ("biased", "biased", "stays exact")):
+        assert "Sent" in st.send_guess(store, me, 1.0, guess)
+    assert "Not sent: pick one of the answers" in st.send_guess(store, students[0], 1.0, None)
+    revealed = ld.reveal_to_class(store, None, lead)
+    fig = json.loads(revealed[4].plot)
+    per = {}
+    for t in fig["data"]:
+        for x, y in zip(t["x"], t["y"]):
+            per[x.replace(" ✓", "")] = per.get(x.replace(" ✓", ""), 0) + y
+    assert per == {"stays exact": 1, "biased": 2}
+    assert store.lead(lead["code"], lead["secret"]).phase == "revealed"
+
+
+def test_a_reveal_before_the_run_says_so_and_changes_nothing(store, lead):
+    out = ld.reveal_to_class(store, None, lead)
+    assert "Run this chapter first" in out[0] and store.lead(lead["code"], lead["secret"]).phase == "waiting"
+
+
+def test_a_reveal_that_fails_opens_guessing_again(store, lead):
+    ld.publish_run(store, lead, 1, run_outputs(memo={"verify_ms": [1.0]}), None)    # too short a curve to answer
+    out = ld.reveal_to_class(store, None, lead)
+    assert "press Run again" in out[0] and store.lead(lead["code"], lead["secret"]).phase == "open"
+
+
+def test_the_live_run_reaches_the_class(store, lead):
+    _, me, _ = joined(store, lead["code"])
+    assert "Make a Live run first" in ld.push_live(store, lead, None)
+    trace = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    assert "went to the class" in ld.push_live(store, lead, trace)
+    out = st.poll_class(store, me)
+    assert plain(at(out, "live")) == {"visible": True} and "sd-tokens" in at(out, "live_html")
+    assert json.loads(plain(at(out, "live_plot"))["value"]["plot"])["data"]
+    assert "lead" in ld.push_live(store, me, trace).lower()              # a student's page cannot push one
+
+
+# --- refusals -----------------------------------------------------------------------------------------------
+
+def test_wrong_expired_and_full_rooms_each_say_so_in_one_line(store, lead, clock):
+    code = lead["code"]
+    for raw, words in (("not a code", "is not a class code"), ("7KX4-MP9A", "There is no class 7KX4-MP9A here")):
+        out = st.join_class(store, raw, None)
+        status = at(out, "status")
+        assert words in status and status.count("<p") == 1 and "\n" not in status
+        assert plain(at(out, "form")) == {"visible": True} and plain(at(out, "timer")) == {"active": False}
+    for _ in range(5):
+        joined(store, code)
+    assert "This class is full" in at(st.join_class(store, code, None), "status")
+    clock.t += 3601
+    out = st.join_class(store, code, None)
+    assert f"There is no class {code[:4]}-{code[4:]} here" in at(out, "status")
+
+
+def test_a_student_page_cannot_lead(store, lead):
+    code = lead["code"]
+    _, me, _ = joined(store, code)
+    ld.publish_run(store, lead, 1, run_outputs(), None)
+    forged = [None, {}, me, {"code": code}, {"code": code, "secret": me["student"]},
+              {"code": code, "secret": "A" * 32}, {"code": code, "secret": lead["secret"][:-1] + "x"}]
+    for bad in forged:
+        assert "lead" in ld.lock_guesses(store, bad)[5].lower()
+        assert "lead" in ld.reveal_to_class(store, None, bad)[0].lower()
+        moved = ld.follow_chapter(store, bad, 3)[0]
+        assert moved == SKIP if not bad else "lead" in moved.lower()
+        with pytest.warns(UserWarning, match="did not get this setting") if bad else contextlib.nullcontext():
+            ld.choose_setting(store, bad, "x", number=5)
+    view = store.lead(code, lead["secret"])
+    assert (view.chapter, view.phase) == (1, "open")
+
+
+def test_nothing_a_student_is_sent_holds_the_secret(store, lead, monkeypatch):
+    code, secret = lead["code"], lead["secret"]
+    outs = []
+    out, me, ids = joined(store, code)
+    outs.append(out)
+    ld.publish_run(store, lead, 1, run_outputs(), None)
+    outs += [st.poll_class(store, me), st.send_guess(store, me, 4, None)]
+    ld.reveal_to_class(store, None, lead)
+    outs += [st.poll_class(store, at(outs[1], "me")), st.join_class(store, code, ids)]
+    ld.follow_chapter(store, lead, 2)
+    outs.append(st.poll_class(store, me))
+    text = sent(outs)
+    assert secret not in text and "lead=" not in text and len(text) > 1000
+
+
+def test_check_guess_reads_a_slider_as_the_store_keeps_it():
+    g = Guess("k", 0, 4, 1)
+    assert check_guess(g, 3.0) == 3 and isinstance(check_guess(g, 3.0), int)
+    assert check_guess(Guess("x", 1.0, 8.0, 0.25), 2.5) == 2.5
+    for bad in (5, -1, "<b>", "2", None, [], float("nan"), True, 10**400, -(10**400)):
+        with pytest.raises(ValueError, match="the guess must be a number from 0 to 4"):
+            check_guess(g, bad)
+
+
+def test_a_run_is_shown_with_its_figures_as_json_once():
+    shown = shown_run(3, "<p>n</p>", [empty_figure("t", "m"), None], 1.0)
+    assert json.loads(shown.figures[0])["layout"]["title"]["text"].startswith("t")
+    assert "Drawn when your presenter reveals" in shown.figures[1]
+    assert shown.setting == "decoding: sampling (temperature 1)"
+
+
+def test_reveal_for_class_needs_the_run():
+    from components.serving.classroom import RevealJob
+    with pytest.raises(RoomError, match="Run this chapter first"):
+        reveal_for_class(None, RevealJob(1, 1, {}, None, {}))
+    assert re.search("none came in", json.loads(reveal_for_class(
+        None, RevealJob(1, 1, {"verify_ms": VERIFY_MS}, None, {})).histogram)["layout"]["title"]["text"])
