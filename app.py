@@ -22,7 +22,7 @@ from specdec_core.limits import MAX_TRACE_BYTES
 from specdec_core.models.loading import install_bundled_model
 from specdec_core.models.pool import max_model_bytes
 
-from components.pages.classroom.lead_page import build_class_results, build_lead_panel, lead_context, wire_lead
+from components.pages.classroom.lead_page import build_lead_panel, lead_context, wire_lead
 from components.pages.classroom.student_page import CLASS_REDIRECT, build_student_page
 from components.pages.classroom.student_page import PATH as CLASS_PATH
 from components.pages.context import AppContext
@@ -73,7 +73,7 @@ def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:
         with gr.Tabs() as tabs:
             with gr.Tab("Learn", id="learn"):
                 lead_panel = build_lead_panel()
-                learn = build_learn_tab(ctx, below=build_class_results)
+                learn = build_learn_tab(ctx)
             with gr.Tab("Live", id="live"):
                 build_live_tab(ctx, demo)
             with gr.Tab("Replay", id="replay"):

@@ -154,10 +154,19 @@ def setting_html(text: str) -> str:
     return f'<p class="sd-class-setting"><b>{html.escape(text)}</b></p>'
 
 
+def _class_words(total: int, right: int) -> str:
+    return f"{total} guess{'es' if total != 1 else ''} in, {right} right" if total else "no guesses came in"
+
+
+def class_line_html(total: int, right: int) -> str:
+    """The class's count under a student's own answer."""
+    return f'<p class="sd-class-line"><b>The class:</b> {html.escape(_class_words(total, right))}.</p>'
+
+
 def summary_html(measured: str, judged: str, why: str, extra: str, total: int, right: int) -> str:
     """The class's Reveal: what the run measured, how many of the class were right, how a guess was judged, why;
     ``extra`` is HTML already escaped by its builder (the chapter's answer adds it)."""
-    class_line = (f"{total} guess{'es' if total != 1 else ''} in, {right} right" if total else "no guesses came in")
+    class_line = _class_words(total, right)
     rule = f'<p class="sd-learn-judged">{html.escape(judged)}</p>' if judged else ""
     return (f'<div class="sd-learn-reveal sd-class-summary"><p><b>This run:</b> {html.escape(measured)} &nbsp;·&nbsp; '
             f'<b>The class:</b> {html.escape(class_line)}</p>{rule}'
@@ -165,4 +174,5 @@ def summary_html(measured: str, judged: str, why: str, extra: str, total: int, r
 
 
 __all__ = ["class_histogram", "TruthLike", "RIGHT", "WRONG", "CANT_TELL", "CSS", "code_html", "join_html",
-           "count_html", "status_html", "setting_html", "summary_html"]
+           "count_html", "status_html", "setting_html", "summary_html",
+           "class_line_html"]

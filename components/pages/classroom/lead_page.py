@@ -1,8 +1,8 @@
 """The presenter's class panel on the Learn tab, and its wiring: ``build_lead_panel`` (above the chapters: Start a
-class, then the code, the join link and its QR, the count, Lock / Reveal to the class / Next chapter / Send my Live
-run / End), ``build_class_results`` (under the chapters: the class's answer and histogram after a Reveal) and
-``wire_lead``, which connects them to the handlers of ``lead`` and to the Learn tab (its runs go to the room, its
-moves move the class, the class's Reveal fills the chapter's answer and figures).
+class, then the code, the count, the join link and its QR, Lock / Reveal to the class / Next chapter / Send my Live
+run / End, and after a Reveal the class's answer and histogram, right under the button) and ``wire_lead``, which
+connects them to the handlers of ``lead`` and to the Learn tab (its runs go to the room, its moves move the class,
+the class's Reveal also fills the chapter's answer and figures).
 
 The panel shows in presenter mode and whenever the page leads a class. Ids: ``class-lead`` (the panel),
 ``class-start``, ``class-code``, ``class-join``, ``class-count``, ``class-lead-status``, ``class-lock``,
@@ -43,6 +43,13 @@ RESTORE_JS = """
 
 
 @dataclass
+class ClassResults:
+    column: gr.Column
+    answer: gr.HTML
+    histogram: gr.Plot
+
+
+@dataclass
 class LeadPanel:
     column: gr.Column
     start: gr.Button
@@ -63,17 +70,12 @@ class LeadPanel:
     base: gr.Textbox
     from_link: gr.Textbox
 
+    results: ClassResults
+
     def outputs(self, lead: Any) -> list[Any]:
         """``lead.PANEL``'s order."""
         return [lead, self.stored, self.code, self.join, self.count, self.status, self.controls, self.start,
                 self.link, self.timer, self.seen, self.lock]
-
-
-@dataclass
-class ClassResults:
-    column: gr.Column
-    answer: gr.HTML
-    histogram: gr.Plot
 
 
 def build_lead_panel() -> LeadPanel:
@@ -82,16 +84,20 @@ def build_lead_panel() -> LeadPanel:
         gr.Markdown("**Teach a class**: students follow this chapter on their phones, guess, and see the class's "
                     "guesses against your run when you reveal.", elem_classes=["sd-keys-hint"])
         start = gr.Button("Start a class", variant="primary", elem_id="class-start", scale=0, min_width=180)
-        code = gr.HTML("", elem_id="class-code")
-        join = gr.HTML("", elem_id="class-join")
-        count = gr.HTML("", elem_id="class-count")
-        status = gr.HTML("", elem_id="class-lead-status")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=300):
+                code = gr.HTML("", elem_id="class-code")
+                count = gr.HTML("", elem_id="class-count")
+                status = gr.HTML("", elem_id="class-lead-status")
+            with gr.Column(scale=2, min_width=300):
+                join = gr.HTML("", elem_id="class-join")
         with gr.Row(visible=False, elem_id="class-controls") as controls:
             lock = gr.Button("Lock guesses", elem_id="class-lock", min_width=140)
             reveal = gr.Button("Reveal to the class", variant="primary", elem_id="class-reveal", min_width=160)
             nxt = gr.Button("Next chapter →", elem_id="class-next", min_width=140)
             live = gr.Button("Send my Live run", elem_id="class-live", min_width=140)
             end = gr.Button("End the class", variant="stop", elem_id="class-end", min_width=120)
+        results = build_class_results()
         with gr.Accordion("Presenter link", open=False):
             link = gr.Textbox("", label=ld.LINK_LABEL, visible=False, elem_id="class-lead-link", interactive=False,
                               buttons=["copy"])
@@ -101,11 +107,11 @@ def build_lead_panel() -> LeadPanel:
         base = gr.Textbox(visible=False)
         from_link = gr.Textbox(visible=False)
     return LeadPanel(column, start, code, join, count, status, controls, lock, reveal, nxt, live, end, link, timer,
-                     seen, stored, base, from_link)
+                     seen, stored, base, from_link, results)
 
 
 def build_class_results() -> ClassResults:
-    """The class's answer and histogram (under the chapters; shown after a Reveal to the class)."""
+    """The class's answer and histogram (shown after a Reveal to the class)."""
     with gr.Column(visible=False, elem_id="class-results") as column:
         answer = gr.HTML("", elem_id="class-answer")
         histogram = gr.Plot(show_label=False, elem_id="class-histogram")
@@ -116,7 +122,7 @@ def wire_lead(demo: gr.Blocks, panel: LeadPanel, learn: LearnTab, presenter: gr.
               store: RoomStore) -> None:
     """Every event of the class panel; the Learn tab's own events hand their runs over through ``ctx.on_learn_run``
     (set by ``lead_context``)."""
-    lead, results = ctx.class_lead, learn.below
+    lead, results = ctx.class_lead, panel.results
     out = panel.outputs(lead)
     show = {"fn": ld.show_panel, "inputs": [presenter, lead], "outputs": [panel.column], "queue": False,
             "show_progress": "hidden"}
@@ -162,5 +168,5 @@ def lead_context(ctx: AppContext, store: RoomStore) -> AppContext:
     return ctx
 
 
-__all__ = ["LeadPanel", "ClassResults", "build_lead_panel", "build_class_results", "wire_lead", "lead_context",
+__all__ = ["LeadPanel", "ClassResults", "build_lead_panel", "wire_lead", "lead_context",
            "LEAD_KEY", "learn_setting"]

@@ -28,7 +28,7 @@ from components.pages.classroom.publish import (REVEAL_FIGURE, WAIT_FIGURE, chec
 from components.pages.learn.book import N_PLOTS
 from components.pages.learn.nav import title_html
 from components.pages.learn.tab import N
-from components.render.classroom import setting_html, status_html
+from components.render.classroom import class_line_html, setting_html, status_html
 from components.serving.classroom import LOCKED, OPEN, REVEALED, WAITING, RoomError, RoomStore, StudentView
 from components.serving.classroom.codes import STUDENT_BYTES, check_token, parse_code, shown_code
 
@@ -84,6 +84,11 @@ def _figures(view: StudentView) -> list[str]:
     return [r or s or placeholder_json(title, wait) for r, s in zip(revealed, shown)]
 
 
+def _answer(view: StudentView) -> str:
+    """A student's own answer and the class's count; the class's summary for one who sent no guess."""
+    return view.answer + class_line_html(view.total, view.right) if view.answer else view.summary
+
+
 def _guess_controls(view: StudentView, configure: bool) -> tuple[Any, Any]:
     """(slider, radio): the chapter's guess control shown and set (``configure``: a new chapter or run), the other
     hidden; only while guessing is open can they be moved."""
@@ -119,7 +124,7 @@ def render_view(view: StudentView, student: str, seen: Any = None) -> tuple:
     if new_reveal:
         plot1, plot2 = _figures(view)
         named.update(plot1=_plot(plot1), plot2=_plot(plot2),
-                     answer=(view.answer + view.summary) if revealed else "",
+                     answer=_answer(view) if revealed else "",
                      histogram=_plot(view.histogram, True) if revealed else gr.Plot(visible=False))
     if first or prev.get("live_no") != view.live_no:
         live = view.live

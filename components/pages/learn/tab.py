@@ -200,7 +200,6 @@ class LearnTab:
     width: gr.Number
     contents: gr.Accordion
     chapters: list[ChapterBlock]
-    below: Any = None
 
     @property
     def nav_outputs(self) -> list[Any]:
@@ -291,9 +290,8 @@ def _nav(where: str) -> tuple[gr.Button, gr.Button]:
     return prev, nxt
 
 
-def build_learn_tab(ctx: AppContext, below: Callable[[], Any] | None = None) -> LearnTab:
-    """The Learn tab's components and events (call inside ``gr.Tab``); ``below`` builds what goes under the chapters
-    (a class's results), above the Back / Next at the bottom; LearnTab.below holds what it returned."""
+def build_learn_tab(ctx: AppContext) -> LearnTab:
+    """The Learn tab's components and events (call inside ``gr.Tab``)."""
     width = gr.Number(None, visible=False, elem_id="learn-width")  # the page's width (a State would not reach the
     with gr.Column(elem_id="learn-page"):                           # server from the load's script)
         with gr.Row(equal_height=True):
@@ -307,7 +305,6 @@ def build_learn_tab(ctx: AppContext, below: Callable[[], Any] | None = None) -> 
                         "the real models on this machine, in seconds.", elem_classes=["sd-keys-hint"])
         made = [_block(ctx, i, c, width) for i, c in enumerate(CHAPTERS, 1)]
         blocks = [col for col, _ in made]
-        extra = below() if below is not None else None
         with gr.Row():
             bottom = _nav("bottom")
     nav_out = [chapter_list, title, *blocks]
@@ -315,7 +312,7 @@ def build_learn_tab(ctx: AppContext, below: Callable[[], Any] | None = None) -> 
         prev.click(functools.partial(go_step, delta=-1), [chapter_list], nav_out, queue=False, show_progress="hidden")
         nxt.click(functools.partial(go_step, delta=1), [chapter_list], nav_out, queue=False, show_progress="hidden")
     chapter_list.input(go_to, [chapter_list], nav_out, queue=False, show_progress="hidden")
-    return LearnTab(chapter_list, title, blocks, width, contents, [b for _, b in made], extra)
+    return LearnTab(chapter_list, title, blocks, width, contents, [b for _, b in made])
 
 
 __all__ = ["CHAPTERS", "N", "CSS", "LearnTab", "build_learn_tab", "go_to", "go_step", "run_chapter", "reveal_chapter",

@@ -137,6 +137,8 @@ class StudentView:
     histogram: str | None = None
     summary: str = ""
     answer: str = ""                     # this student's own answer block (empty when they sent no guess)
+    right: int = 0                       # the class's guesses judged right, of ``total``
+    total: int = 0
     live: LiveShown | None = None
     live_no: int = 0
 
@@ -170,7 +172,8 @@ def student_view(room: Room, student: str) -> StudentView:
     r = room.revealed
     return StudentView(room.code, room.chapter, room.phase, room.run_no, room.stage, room.shown,
                        room.guesses.get(student), r.figures if r else (), r.histogram if r else None,
-                       r.summary if r else "", r.answers.get(student, "") if r else "", room.live, room.live_no)
+                       r.summary if r else "", r.answers.get(student, "") if r else "", r.right if r else 0,
+                       r.total if r else 0, room.live, room.live_no)
 
 
 def lead_view(room: Room, now: float) -> LeadView:
