@@ -246,3 +246,48 @@ def tab_walk(pg: Any, presses: int) -> list[str]:
             "${(e.getAttribute('aria-label') || e.innerText || e.closest('label')?.innerText || e.value || '')"
             ".trim().slice(0, 30)}`; }"))
     return seen
+
+
+# A class (components/pages/classroom): the presenter's panel on the Learn tab and the students' page.
+CLASS_HISTOGRAM_JS = """
+() => {
+  const gd = document.querySelector('#class-histogram .js-plotly-plot');
+  if (!gd || !gd.data || gd.offsetParent === null) return null;
+  const bars = gd.data.filter((t) => t.type === 'bar');
+  return {title: String(gd.layout?.title?.text || ''), guesses: bars.reduce((n, t) => n + t.y.reduce((a, b) => a + b, 0), 0),
+          measured: gd.data.some((t) => t.name === 'measured') || /measured/.test(String(gd.layout?.title?.text || ''))};
+}
+"""
+
+
+def class_start(pg: Any) -> str:
+    """On a presenter page (presenter mode, Learn tab): Start a class; the code as shown ("XXXX-XXXX")."""
+    import re
+    pg.click("#class-start")
+    pg.wait_for_function("() => /Class code/.test(document.querySelector('#class-code')?.innerText || '')")
+    return re.search(r"[A-Z0-9]{4}-[A-Z0-9]{4}", pg.inner_text("#class-code")).group(0)
+
+
+def class_join(b: Any, url: str, code: str | None, viewport: dict | None = None) -> Any:
+    """A student's page in a browser context of its own: ``url`` + ``?class=CODE`` (``code`` None: ``url`` as it
+    is), once it has joined (its status names the class) or said why not."""
+    pg = b.new_page(viewport=dict(viewport or VIEWPORT))
+    pg.set_default_timeout(30_000)
+    pg.goto(url if code is None else f"{url}?class={code}")
+    pg.wait_for_function("() => /Class |no class|not a class code|Type the class code|full/.test("
+                         "document.querySelector('#class-status')?.innerText || '')")
+    return pg
+
+
+def class_status(pg: Any, pattern: str, timeout_s: float = 30) -> str:
+    """Wait until the page's class status line (a student's; ``#class-lead-status`` is the presenter's) matches the
+    regular expression ``pattern``; its text."""
+    pg.wait_for_function("(p) => new RegExp(p).test(document.querySelector('#class-status')?.innerText || '')",
+                         arg=pattern, timeout=timeout_s * 1000)
+    return pg.inner_text("#class-status")
+
+
+def class_histogram(pg: Any, timeout_s: float = 60) -> dict:
+    """The class's histogram once drawn on the page: {"title", "guesses" (the bars' total), "measured"}."""
+    pg.wait_for_function(f"() => ({CLASS_HISTOGRAM_JS})() !== null", timeout=timeout_s * 1000)
+    return pg.evaluate(f"() => ({CLASS_HISTOGRAM_JS})()")

@@ -274,7 +274,8 @@ def reveal_to_class(store: RoomStore, pool: Pool, lead: Any,
             continue
         figures = (list(revealed.figures) + [None] * N_PLOTS)[:N_PLOTS]
         chapters += [revealed.summary, *(PlotData(type="plotly", plot=f) if f else gr.skip() for f in figures)]
-    said = f"Revealed to the class: {revealed.total} guesses, {revealed.right} right."
+    n = revealed.total
+    said = f"Revealed to the class: {n} guess{'es' if n != 1 else ''}, {revealed.right} right."
     return (status_html(said, "ok"), _count(view), gr.Column(visible=True), revealed.summary,
             PlotData(type="plotly", plot=revealed.histogram), *chapters)
 
