@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import random
 
-import gradio as gr
 import pytest
-from gradio.components.plot import PlotData
 
 from components.pages.classroom import lead as ld
 from components.pages.classroom import student as st
 from components.render.base import empty_figure
 from components.serving.classroom import ClassLimits, MemoryRoomStore
+from tests.class_helpers import Page, sent_text
 from tools.fuzz import _BAD_ANY_NUMBER, _NOT_NUMBERS
 
 MARK = "<img src=x onerror=alert(1)>"
@@ -31,20 +29,8 @@ def _values(rng: random.Random, n: int) -> list:
     return [rng.choice(pool) for _ in range(n)]
 
 
-def plain(value):
-    if isinstance(value, (gr.components.Component, gr.blocks.BlockContext)):
-        return {k: plain(v) for k, v in value._constructor_args[0].items()}
-    if isinstance(value, PlotData):
-        return value.model_dump()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    return value
-
-
 def text_of(outputs) -> str:
-    return json.dumps(plain(outputs), default=repr)
+    return sent_text(outputs)
 
 
 def assert_safe(outputs) -> None:
@@ -72,7 +58,7 @@ def test_hostile_codes_and_stored_ids_get_a_message(room):
     for code, ids in itertools.product(HOSTILE_TEXT + WRONG_TYPES + _values(rng, 20), ids_palette):
         out = st.join_class(store, code, ids)
         assert_safe(out)
-        assert "sd-class-status" in out[st.AT["status"]] and len(out[st.AT["status"]]) < 400
+        assert "sd-class-status" in out[0] and len(out[0]) < 400
     added = store.lead(lead["code"], lead["secret"]).students - students
     assert added <= len(ids_palette)            # only the stored-ids cases naming the real room joined
 
@@ -80,14 +66,14 @@ def test_hostile_codes_and_stored_ids_get_a_message(room):
 def test_hostile_me_states_and_guesses_are_refused_and_never_counted(room):
     store, lead = room
     rng = random.Random(1)
-    out = st.join_class(store, lead["code"], None)
-    me = out[st.AT["me"]]
+    me = Page(store, lead["code"]).me
     fakes = [None, MARK, {}, {"code": lead["code"]}, {"code": lead["code"], "student": MARK},
              {"code": MARK, "student": me["student"]}, {**me, "chapter": MARK}, {**me, "chapter": 99},
              {**me, "chapter": 2}, {**me, "run_no": MARK}, {**me, "run_no": -1},
              {**me, "student": "A" * 16}, {**me, "code": lead["code"].lower()}]
     for fake, (slider, radio) in itertools.product(fakes, zip(_values(rng, 12), _values(rng, 12))):
-        assert_safe(st.poll_class(store, fake))
+        for handler in (st.poll_class, st.refresh_class, st.figures_of, st.guess_control, st.live_of):
+            assert_safe(handler(store, fake))
         said = st.send_guess(store, fake, slider, radio)
         assert_safe(said)
         assert "Not sent" in said or "has not joined" in said, said
@@ -100,7 +86,7 @@ def test_hostile_me_states_and_guesses_are_refused_and_never_counted(room):
 
 def test_a_replayed_send_counts_once_and_is_rate_limited(room):
     store, lead = room
-    me = st.join_class(store, lead["code"], None)[st.AT["me"]]
+    me = Page(store, lead["code"]).me
     said = [st.send_guess(store, me, 4.5, None) for _ in range(10)]
     assert all("Sent: 4.5" in s for s in said[:3])
     assert all("at most 3 sends in 60 s" in s for s in said[3:])
@@ -111,7 +97,7 @@ def test_a_replayed_send_counts_once_and_is_rate_limited(room):
 def test_forged_leads_never_move_the_class_and_never_see_a_secret(room):
     store, lead = room
     code, secret = lead["code"], lead["secret"]
-    me = st.join_class(store, code, None)[st.AT["me"]]
+    me = Page(store, code).me
     rng = random.Random(2)
     secrets_ = _values(rng, 10) + [me["student"], "A" * 32, secret[:-1] + ("B" if secret[-1] == "A" else "A"),
                                    secret + "A"]
@@ -138,9 +124,7 @@ def test_forged_leads_never_move_the_class_and_never_see_a_secret(room):
 
 def test_a_replayed_join_is_the_same_student_and_fills_nothing(room):
     store, lead = room
-    out = st.join_class(store, lead["code"], None)
-    ids = out[st.AT["ids"]]
+    first = Page(store, lead["code"])
     for _ in range(100):
-        again = st.join_class(store, lead["code"], ids)
-        assert again[st.AT["me"]]["student"] == out[st.AT["me"]]["student"]
+        assert Page(store, lead["code"], first.ids).me["student"] == first.me["student"]
     assert store.lead(lead["code"], lead["secret"]).students == 1

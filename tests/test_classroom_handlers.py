@@ -12,7 +12,6 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from gradio.components.plot import PlotData
 
 from components.pages.classroom import lead as ld
 from components.pages.classroom import student as st
@@ -22,11 +21,11 @@ from components.pages.learn.book import N_PLOTS, Guess
 from components.pages.learn.tab import N, run_and_hand_over
 from components.render.base import empty_figure
 from components.serving.classroom import ClassLimits, MemoryRoomStore, RoomError
+from tests.class_helpers import SKIP, Page, plain
 
 BASE = "http://127.0.0.1:7860/?tab=learn"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ngram_extractive.json"
 VERIFY_MS = [30.0, 31.0, 35.0, 36.0, 50.0, 52.0, 60.0, 62.0, 70.0]      # chapter 1's memo: a forward over 1..9 tokens
-SKIP = gr.skip()
 
 
 class Clock:
@@ -35,27 +34,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
-
-
-def plain(value):
-    """An output as the page would be sent it (components as their updates, PlotData as its JSON)."""
-    if isinstance(value, (gr.components.Component, gr.blocks.BlockContext)):
-        return {k: plain(v) for k, v in value._constructor_args[0].items()}
-    if isinstance(value, PlotData):
-        return value.model_dump()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
-
-
-def sent(outputs) -> str:
-    return json.dumps(plain(outputs), default=str)
-
-
-def at(outputs, name):
-    return outputs[st.AT[name]]
 
 
 def run_outputs(number: int = 1, memo=None) -> tuple:
@@ -78,11 +56,6 @@ def store(clock):
 def lead(store):
     panel = ld.start_class(store, BASE)
     return panel[0]
-
-
-def joined(store, code, ids=None):
-    out = st.join_class(store, code, ids)
-    return out, at(out, "me"), at(out, "ids")
 
 
 # --- the presenter's start ---------------------------------------------------------------------------------------
@@ -121,29 +94,29 @@ def test_a_strange_page_address_gives_a_relative_link(store, base):
 
 def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     code, secret = lead["code"], lead["secret"]
-    out, me, ids = joined(store, code.lower())
-    assert "Chapter 1 / 12" in at(out, "title") and "wait for your presenter's run" in at(out, "status")
-    assert ids == {"last": code, "ids": {code: me["student"]}} and plain(at(out, "timer")) == {"active": True}
-    assert st.poll_class(store, me) == (SKIP,) * st.N_OUT            # nothing new: nothing redrawn
+    pg = Page(store, code.lower())
+    assert "Chapter 1 / 12" in pg["title"] and "wait for your presenter's run" in pg["status"]
+    assert pg.ids == {"last": code, "ids": {code: pg.me["student"]}} and pg.props("timer") == {"active": True}
+    assert "drawn here when your presenter reveals" in json.dumps(pg.figure("histogram"))
+    assert not pg.tick()                                          # nothing new: nothing redrawn
+    assert pg.sent[-1] == (f"{code}:{store.stage(code)}",)        # the poll sends one short key on
 
     run = run_outputs()
     assert run_and_hand_over(lambda *a: run, lambda *a: ld.publish_run(store, *a), 1, None, 900, lead) == run
-    out = st.poll_class(store, me)
-    me = at(out, "me")
-    drawn = plain(at(out, "plot1"))["value"]["plot"]
+    assert pg.tick()
+    drawn = pg.shown["plot1"].plot
     assert json.loads(drawn)["layout"]["title"]["text"].startswith("run figure 0")
-    assert store.student_view(code, me["student"]).shown.figures[0] == drawn      # the room's JSON, as made once
-    slider = plain(at(out, "slider"))
-    assert (slider["minimum"], slider["maximum"], slider["step"], slider["visible"], slider["interactive"]) == \
-        (1.0, 8.0, 0.25, True, True)
-    assert "guess, then Send" in at(out, "status") and st.poll_class(store, me) == (SKIP,) * st.N_OUT
+    assert store.student_view(code, pg.me["student"]).shown.figures[0] is drawn    # the room's JSON, made once
+    slider = pg.props("slider")
+    assert (slider["minimum"], slider["maximum"], slider["step"], slider["visible"]) == (1.0, 8.0, 0.25, True)
+    assert "guess, then Send" in pg["status"] and not pg.tick()
 
-    assert "Sent: 2.5" in st.send_guess(store, me, 2.5, None)
+    assert "Sent: 2.5" in pg.send(2.5)
     count = ld.lead_poll(store, lead, -1)[4]
     assert "Guesses in: <b>1</b> of <b>1</b>" in count
-    other, me2, _ = joined(store, code)
-    assert "guess, then Send" in at(other, "status")                # a late joiner sees the run as it is
-    assert "Sent: 6" in st.send_guess(store, me2, 6, None)
+    late = Page(store, code)
+    assert "guess, then Send" in late["status"] and late.shown["plot1"].plot is drawn   # a late joiner: the run as it is
+    assert "Sent: 6" in late.send(6)
 
     revealed = ld.reveal_to_class(store, None, lead)
     assert "Revealed to the class: 2 guesses" in revealed[0] and plain(revealed[2]) == {"visible": True}
@@ -154,35 +127,46 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     assert revealed[5] == revealed[3]                                 # chapter 1's answer slot on this page
     assert all(x == SKIP for x in revealed[5 + 1 + N_PLOTS:])         # the other chapters' slots are left
 
-    out = st.poll_class(store, me)
-    me = at(out, "me")
-    assert "Your guess:</b> 2.5" in at(out, "answer") and "The class:" in at(out, "answer")
-    hist = plain(at(out, "histogram"))
-    assert hist["visible"] and hist["value"]["plot"] == revealed[4].plot
-    assert "the answer is out" in at(out, "status") and plain(at(out, "send"))["interactive"] is False
-    assert "not sent" in st.send_guess(store, me, 3, None).lower()
+    assert pg.tick()
+    assert "Your guess:</b> 2.5" in pg["answer"] and "The class:</b> 2 guesses in" in pg["answer"]
+    assert pg.shown["histogram"].plot == revealed[4].plot and "the answer is out" in pg["status"]
+    assert "not sent" in pg.send(3).lower()
 
     follow = ld.follow_chapter(store, lead, 2)
     assert "chapter 2" in follow[0] and plain(follow[3]) == {"visible": False}
-    out = st.poll_class(store, me)
-    assert "Chapter 2 / 12" in at(out, "title") and plain(at(out, "histogram")) == {"visible": False}
-    assert (plain(at(out, "slider"))["minimum"], plain(at(out, "slider"))["maximum"]) == (0, 4)
-    assert at(out, "answer") == "" and "wait for your presenter's run" in at(out, "status")
+    assert pg.tick()
+    assert "Chapter 2 / 12" in pg["title"] and "drawn here when your presenter" in pg.shown["histogram"].plot
+    assert (pg.props("slider")["minimum"], pg.props("slider")["maximum"]) == (0, 4)
+    assert pg["answer"] == "" and "wait for your presenter's run" in pg["status"]
     assert store.lead(code, secret).chapter == 2
+
+
+def test_a_refresh_sends_only_values_and_redraws_only_what_changed(store, lead):
+    """A lock changes the texts only: the figures and the guess control are not sent again."""
+    pg = Page(store, lead["code"])
+    ld.publish_run(store, lead, 1, run_outputs(), None)
+    pg.tick()
+    n = len(pg.sent)
+    ld.lock_guesses(store, lead)
+    assert pg.tick()
+    new = pg.sent[n:]
+    assert len(new) == 2 and len(new[1]) == len(st.REFRESH)          # the poll, then one refresh: no figures
+    assert not any(isinstance(v, gr.components.Component) or v == SKIP for v in new[1])
 
 
 def test_a_reload_keeps_the_student_and_the_guess(store, lead):
     code = lead["code"]
-    _, me, ids = joined(store, code)
+    pg = Page(store, code)
+    before = dict(pg.me)
     ld.publish_run(store, lead, 1, run_outputs(), None)
-    assert "moved on" in st.send_guess(store, me, 3.25, None)      # a page still on the run before
-    me = at(st.poll_class(store, me), "me")
-    assert "Sent: 3.25" in st.send_guess(store, me, 3.25, None)
-    out, again, ids2 = joined(store, f"{code[:4]}-{code[4:]}", ids)
-    assert again["student"] == me["student"] and ids2 == ids
-    assert "Your guess: 3.25 (sent)" in at(out, "status") and plain(at(out, "slider"))["value"] == 3.25
-    out, _, _ = joined(store, "", ids)                     # /class without a code: the class this browser was in
-    assert "Your guess: 3.25 (sent)" in at(out, "status")
+    assert "moved on" in st.send_guess(store, before, 3.25, None)     # a page still on the run before
+    pg.tick()
+    assert "Sent: 3.25" in pg.send(3.25)
+    again = Page(store, f"{code[:4]}-{code[4:]}", pg.ids)
+    assert again.me["student"] == pg.me["student"] and again.ids == pg.ids
+    assert "Your guess: 3.25 (sent)" in again["status"] and again.props("slider")["value"] == 3.25
+    bare = Page(store, "", pg.ids)                      # /class without a code: the class this browser was in
+    assert "Your guess: 3.25 (sent)" in bare["status"]
     assert store.lead(code, lead["secret"]).students == 1
 
 
@@ -202,15 +186,15 @@ def test_the_presenter_takes_the_class_back_after_a_reload(store, lead):
 
 
 def test_lock_closes_sending_and_opens_it_again(store, lead):
-    _, me, _ = joined(store, lead["code"])
+    pg = Page(store, lead["code"])
     ld.publish_run(store, lead, 1, run_outputs(), None)
+    pg.tick()
     panel = ld.lock_guesses(store, lead)
     assert "Guesses locked" in panel[5] and plain(panel[11])["value"] == "Open guesses again"
-    out = st.poll_class(store, me)
-    assert plain(at(out, "send"))["interactive"] is False and "guesses are locked" in at(out, "status")
-    assert "Guessing is closed" in st.send_guess(store, at(out, "me"), 2, None)
+    pg.tick()
+    assert "guesses are locked" in pg["status"] and "Guessing is closed" in pg.send(2)
     assert "open again" in ld.lock_guesses(store, lead)[5]
-    assert "Sent: 2" in st.send_guess(store, at(out, "me"), 2, None)
+    assert "Sent: 2" in pg.send(2)
 
 
 def test_a_choice_chapter_with_a_setting_chosen_at_reveal(store, lead, monkeypatch):
@@ -222,15 +206,15 @@ def test_a_choice_chapter_with_a_setting_chosen_at_reveal(store, lead, monkeypat
     run = (basics.note("the correct sampler"), empty_figure("a", "b"), empty_figure("c", "d"),
            {"checked": True, "scale": 1}, "")
     ld.publish_run(store, lead, 5, run, bug)
+    pages = [Page(store, lead["code"]) for _ in range(3)]
+    assert ch.setting.choices[0][0] in pages[0]["note"]
     ld.choose_setting(store, lead, ch.setting.choices[-1][1], number=5)
-    joins = [joined(store, lead["code"]) for _ in range(3)]
-    students, out = [j[1] for j in joins], joins[0][0]
-    radio = plain(at(out, "radio"))
+    assert pages[0].tick() and ch.setting.choices[-1][0] in pages[0]["note"]
+    radio = pages[0].props("radio")
     assert radio["choices"] == list(ch.guess.choices) and radio["value"] is None and radio["visible"]
-    assert ch.setting.choices[-1][0] in at(out, "note")
-    for me, guess in zip(students, ("biased", "biased", "stays exact")):
-        assert "Sent" in st.send_guess(store, me, 1.0, guess)
-    assert "Not sent: pick one of the answers" in st.send_guess(store, students[0], 1.0, None)
+    for pg, guess in zip(pages, ("biased", "biased", "stays exact")):
+        assert "Sent" in pg.send(1.0, guess)
+    assert "Not sent: pick one of the answers" in pages[0].send(1.0, None)
     revealed = ld.reveal_to_class(store, None, lead)
     fig = json.loads(revealed[4].plot)
     per = {}
@@ -239,6 +223,9 @@ def test_a_choice_chapter_with_a_setting_chosen_at_reveal(store, lead, monkeypat
             per[x.replace(" ✓", "")] = per.get(x.replace(" ✓", ""), 0) + y
     assert per == {"stays exact": 1, "biased": 2}
     assert store.lead(lead["code"], lead["secret"]).phase == "revealed"
+    for pg in pages:
+        pg.tick()
+        assert pg.shown["histogram"].plot == revealed[4].plot and "Your guess:</b>" in pg["answer"]
 
 
 def test_a_reveal_before_the_run_says_so_and_changes_nothing(store, lead):
@@ -253,14 +240,15 @@ def test_a_reveal_that_fails_opens_guessing_again(store, lead):
 
 
 def test_the_live_run_reaches_the_class(store, lead):
-    _, me, _ = joined(store, lead["code"])
+    pg = Page(store, lead["code"])
+    assert pg.props("live") == {"visible": False}
     assert "Make a Live run first" in ld.push_live(store, lead, None)
     trace = json.loads(EXAMPLE.read_text(encoding="utf-8"))
     assert "went to the class" in ld.push_live(store, lead, trace)
-    out = st.poll_class(store, me)
-    assert plain(at(out, "live")) == {"visible": True} and "sd-tokens" in at(out, "live_html")
-    assert json.loads(plain(at(out, "live_plot"))["value"]["plot"])["data"]
-    assert "lead" in ld.push_live(store, me, trace).lower()              # a student's page cannot push one
+    assert pg.tick()
+    assert pg.props("live") == {"visible": True} and "sd-tokens" in pg["live_html"]
+    assert pg.figure("live_plot")["data"]
+    assert "lead" in ld.push_live(store, pg.me, trace).lower()            # a student's page cannot push one
 
 
 # --- refusals -----------------------------------------------------------------------------------------------
@@ -268,21 +256,22 @@ def test_the_live_run_reaches_the_class(store, lead):
 def test_wrong_expired_and_full_rooms_each_say_so_in_one_line(store, lead, clock):
     code = lead["code"]
     for raw, words in (("not a code", "is not a class code"), ("7KX4-MP9A", "There is no class 7KX4-MP9A here")):
-        out = st.join_class(store, raw, None)
-        status = at(out, "status")
+        pg = Page(store, raw)
+        status = pg["status"]
         assert words in status and status.count("<p") == 1 and "\n" not in status
-        assert plain(at(out, "form")) == {"visible": True} and plain(at(out, "timer")) == {"active": False}
-    for _ in range(5):
-        joined(store, code)
-    assert "This class is full" in at(st.join_class(store, code, None), "status")
+        assert pg.props("form") == {"visible": True} and pg.props("timer") == {"active": False}
+    pages = [Page(store, code) for _ in range(5)]
+    assert "This class is full" in Page(store, code)["status"]
     clock.t += 3601
-    out = st.join_class(store, code, None)
-    assert f"There is no class {code[:4]}-{code[4:]} here" in at(out, "status")
+    assert f"There is no class {code[:4]}-{code[4:]} here" in Page(store, code)["status"]
+    assert pages[0].tick()                              # a page in an expired class says so and stops polling
+    assert "There is no class" in pages[0]["status"] and pages[0].props("timer") == {"active": False}
+    assert pages[0].props("form") == {"visible": True}
 
 
 def test_a_student_page_cannot_lead(store, lead):
     code = lead["code"]
-    _, me, _ = joined(store, code)
+    me = Page(store, code).me
     ld.publish_run(store, lead, 1, run_outputs(), None)
     forged = [None, {}, me, {"code": code}, {"code": code, "secret": me["student"]},
               {"code": code, "secret": "A" * 32}, {"code": code, "secret": lead["secret"][:-1] + "x"}]
@@ -297,19 +286,20 @@ def test_a_student_page_cannot_lead(store, lead):
     assert (view.chapter, view.phase) == (1, "open")
 
 
-def test_nothing_a_student_is_sent_holds_the_secret(store, lead, monkeypatch):
+def test_nothing_a_student_is_sent_holds_the_secret(store, lead):
     code, secret = lead["code"], lead["secret"]
-    outs = []
-    out, me, ids = joined(store, code)
-    outs.append(out)
+    pg = Page(store, code)
     ld.publish_run(store, lead, 1, run_outputs(), None)
-    outs += [st.poll_class(store, me), st.send_guess(store, me, 4, None)]
+    pg.tick()
+    pg.send(4)
     ld.reveal_to_class(store, None, lead)
-    outs += [st.poll_class(store, at(outs[1], "me")), st.join_class(store, code, ids)]
+    pg.tick()
+    again = Page(store, code, pg.ids)
+    ld.push_live(store, lead, json.loads(EXAMPLE.read_text(encoding="utf-8")))
     ld.follow_chapter(store, lead, 2)
-    outs.append(st.poll_class(store, me))
-    text = sent(outs)
-    assert secret not in text and "lead=" not in text and len(text) > 1000
+    pg.tick()
+    text = pg.everything_sent() + again.everything_sent()
+    assert secret not in text and "lead=" not in text and len(text) > 10_000
 
 
 def test_check_guess_reads_a_slider_as_the_store_keeps_it():

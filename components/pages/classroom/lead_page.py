@@ -132,14 +132,16 @@ def wire_lead(demo: gr.Blocks, panel: LeadPanel, learn: LearnTab, presenter: gr.
     demo.load(functools.partial(ld.restore_lead, store), [panel.from_link, panel.stored, panel.base],
               out + learn.nav_outputs, js=RESTORE_JS, **quick).then(**show)
     presenter.change(**show)
-    panel.timer.tick(functools.partial(ld.lead_poll, store), [lead, panel.seen], out, **quick)
+    panel.timer.tick(functools.partial(ld.lead_poll, store), [lead, panel.seen], out, api_name="class_lead_poll",
+                     **quick)
     panel.lock.click(functools.partial(ld.lock_guesses, store), [lead], out, api_name="class_lock", **quick)
     panel.end.click(functools.partial(ld.end_class, store), [lead], out, **quick).then(
         lambda: gr.Column(visible=False), None, [results.column], **quick)
     panel.next.click(functools.partial(go_step, delta=1), [learn.chapter_list], learn.nav_outputs,
                      api_name="class_next", **quick)
     learn.chapter_list.change(functools.partial(ld.follow_chapter, store), [lead, learn.chapter_list],
-                              [panel.status, panel.count, panel.seen, results.column], **quick)
+                              [panel.status, panel.count, panel.seen, results.column], api_name="class_follow",
+                              **quick)
     reveal = functools.partial(ld.reveal_to_class, store, ctx.pool, measure=gpu_task(reveal_for_class,
                                                                                       duration=RUN_SECONDS))
     chapters = [c for b in learn.chapters for c in (b.answer, *b.plots)]

@@ -2,12 +2,19 @@
 chapter the presenter is on, the presenter's run (drawn from the figures the room made once; a student never runs
 a model), the guess and **Send**, then the answer and the class's histogram once the presenter reveals.
 
+Following the room costs the server little. The page's gr.Timer calls ``poll_class``, which only reads the room's
+stage (a counter the store bumps on every change a student sees) into a gr.State: unchanged, gradio sends nothing
+on and nothing is redrawn ("nothing new"); changed, the State's change event asks ``refresh_class`` for the texts,
+and ``refresh_class`` sets two more keys whose own change events redraw only what they name: the figures
+(``figures_of``, when the run or the Reveal changed) and the guess control (``guess_control``, when the chapter or the
+run changed). Every output a refresh sends is a plain value: a gradio update, even gr.skip(), costs the server a
+new component and its config for every output (measured: ≈ 2 ms per output, against ≈ 0.4 ms for a value).
+
 The handlers are module-level functions (the room store passed in) that the tests call without a browser:
-``join_class`` (on load, or the code typed in), ``poll_class`` (the page's gr.Timer: one cheap look at the room's
-stage, answering "nothing new" with gr.skip() for every output unless it changed) and ``send_guess``. They
-return tuples in the order of ``OUTPUTS``; ``render_view`` turns the room's ``StudentView`` (all a student is
-ever sent: it has no place for the presenter's secret) into those updates, sending only what changed (the
-figures when the run or the Reveal changes, the guess control when the chapter or run does).
+``join_class`` (on load, or the code typed in), ``poll_class``, ``refresh_class``, ``figures_of``,
+``guess_control``, ``live_of``, ``stop_following`` and ``send_guess``; each returns a tuple in the order of its
+outputs (``JOIN``, ``REFRESH``, ``FIGURES``, …). They build from the room's ``StudentView`` only (all a student is
+ever sent: it has no place for the presenter's secret).
 
 The student's id is kept in the browser's storage (``ids``: per class code), so a reload joins as the same
 student and sees the guess it sent. A student's page has no control that moves the class: no Run, Reveal, Back or
@@ -34,24 +41,22 @@ from components.serving.classroom.codes import STUDENT_BYTES, check_token, parse
 
 POLL_S = 1.0                 # the page asks for the room's stage this often (docs/classroom.md: what it costs)
 MAX_KEPT = 8                 # classes whose student id the browser keeps
-OUTPUTS = ("title", "status", "chapter", "text", "note", "plot1", "slider", "radio", "send", "answer", "histogram",
-           "plot2", "live", "live_html", "live_plot", "form", "timer", "me", "ids")
-N_OUT = len(OUTPUTS)
-AT = {name: i for i, name in enumerate(OUTPUTS)}
+GONE = "gone"                # the stage key of a room that is no more
 ASK_CODE = "Type the class code your presenter shows (8 letters and digits), then Join."
+HISTOGRAM_WAIT = "The class's guesses are drawn here when your presenter reveals the answer."
+JOIN = ("status", "chapter", "form", "timer", "me", "ids", "stage")
+REFRESH = ("title", "status", "text", "note", "answer", "me", "figures_key", "guess_key", "live_key", "gone")
+FIGURES = ("plot1", "histogram", "plot2")
+GUESS = ("slider", "radio")
+LIVE = ("live", "live_html", "live_plot")
+STOP = ("timer", "form", "chapter")
 
 
-def _plot(json_text: str | None, visible: bool = True) -> Any:
-    return gr.Plot(value=PlotData(type="plotly", plot=json_text) if json_text else None, visible=visible)
+def _plot(json_text: str) -> PlotData:
+    return PlotData(type="plotly", plot=json_text)
 
 
-def _updates(**named: Any) -> tuple:
-    """A tuple of every output: the named updates, gr.skip() for the rest."""
-    out = [gr.skip()] * N_OUT
-    for name, value in named.items():
-        out[AT[name]] = value
-    return tuple(out)
-
+# --- what a view shows -------------------------------------------------------------------------------------------
 
 def _status(view: StudentView) -> str:
     mine = view.guess
@@ -74,77 +79,29 @@ def _note(view: StudentView) -> str:
     return setting + view.shown.note
 
 
-def _figures(view: StudentView) -> list[str]:
-    """The figures a student sees: the Reveal's where it drew one, else the run's, else the slot's placeholder."""
-    title = class_chapter(view.chapter).title
-    shown = list(view.shown.figures) if view.shown is not None else []
-    shown = (shown + [None] * N_PLOTS)[:N_PLOTS]
-    revealed = (list(view.revealed_figures) + [None] * N_PLOTS)[:N_PLOTS]
-    wait = WAIT_FIGURE if view.shown is None else REVEAL_FIGURE
-    return [r or s or placeholder_json(title, wait) for r, s in zip(revealed, shown)]
-
-
 def _answer(view: StudentView) -> str:
-    """A student's own answer and the class's count; the class's summary for one who sent no guess."""
+    """After a Reveal: a student's own answer and the class's count, or the class's summary for one who sent no
+    guess; before it, nothing."""
+    if view.phase != REVEALED or view.histogram is None:
+        return ""
     return view.answer + class_line_html(view.total, view.right) if view.answer else view.summary
 
 
-def _guess_controls(view: StudentView, configure: bool) -> tuple[Any, Any]:
-    """(slider, radio): the chapter's guess control shown and set (``configure``: a new chapter or run), the other
-    hidden; only while guessing is open can they be moved."""
-    g = class_chapter(view.chapter).guess
-    open_ = view.phase == OPEN
-    label = f"your guess: {g.label}"
-    if not configure:
-        return (gr.Slider(interactive=open_) if not g.choices else gr.skip(),
-                gr.Radio(interactive=open_) if g.choices else gr.skip())
-    if g.choices:
-        mine = view.guess if view.guess in g.choices else None
-        return gr.Slider(visible=False), gr.Radio(choices=list(g.choices), value=mine, label=label, visible=True,
-                                                  interactive=open_)
-    mine = view.guess if isinstance(view.guess, (int, float)) else g.minimum
-    return (gr.Slider(minimum=g.minimum, maximum=g.maximum, step=g.step, value=mine, label=label, visible=True,
-                      interactive=open_), gr.Radio(visible=False, value=None))
+def _revealed(view: StudentView) -> bool:
+    return view.phase == REVEALED and view.histogram is not None
 
 
-def render_view(view: StudentView, student: str, seen: Any = None) -> tuple:
-    """The page's updates for ``student``'s ``view``, given what it last drew (``seen``: the ``me`` it holds, or
-    None on joining)."""
-    prev = seen if isinstance(seen, dict) and seen.get("code") == view.code else {}
-    first = not prev
-    new_chapter = first or prev.get("chapter") != view.chapter
-    new_run = new_chapter or prev.get("run_no") != view.run_no
-    revealed = view.phase == REVEALED and view.histogram is not None
-    new_reveal = new_run or prev.get("revealed") != revealed
-    ch = class_chapter(view.chapter)
-    named: dict[str, Any] = {"status": _status(view), "note": _note(view), "send": gr.Button(interactive=view.phase == OPEN)}
-    if new_chapter:
-        named.update(title=title_html(view.chapter, N, ch.title), text=ch.text)
-    named["slider"], named["radio"] = _guess_controls(view, new_run)
-    if new_reveal:
-        plot1, plot2 = _figures(view)
-        named.update(plot1=_plot(plot1), plot2=_plot(plot2),
-                     answer=_answer(view) if revealed else "",
-                     histogram=_plot(view.histogram, True) if revealed else gr.Plot(visible=False))
-    if first or prev.get("live_no") != view.live_no:
-        live = view.live
-        named.update(live=gr.Column(visible=live is not None))
-        if live is not None:
-            named.update(live_html=live.html, live_plot=_plot(live.figure))
-    if first:
-        named.update(chapter=gr.Column(visible=True), form=gr.Column(visible=False), timer=gr.Timer(active=True))
-    named["me"] = {"code": view.code, "student": student, "stage": view.stage, "chapter": view.chapter, "run_no": view.run_no, "live_no": view.live_no,
-                   "revealed": revealed}
-    return _updates(**named)
+def keys(view: StudentView) -> tuple[str, str, str]:
+    """(figures, guess control, live run): what each redraw depends on; a key that changed redraws its part."""
+    run = f"{view.code}:{view.chapter}:{view.run_no}"
+    return f"{run}:{int(_revealed(view))}", run, f"{view.code}:{view.live_no}"
 
 
-def _refused(message: str, gone: bool) -> tuple:
-    """A refusal in one line; a room that is gone stops the polling and offers the code form again."""
-    if not gone:
-        return _updates(status=status_html(message, "problem"))
-    return _updates(status=status_html(message, "problem"), form=gr.Column(visible=True), timer=gr.Timer(active=False),
-                    chapter=gr.Column(visible=False), me=None)
+def _me(view: StudentView, student: str) -> dict:
+    return {"code": view.code, "student": student, "chapter": view.chapter, "run_no": view.run_no}
 
+
+# --- the handlers ----------------------------------------------------------------------------------------------
 
 def _kept(ids: Any) -> dict:
     """The browser's stored ids, as far as they are well formed: {"last": code, "ids": {code: student}}."""
@@ -154,29 +111,37 @@ def _kept(ids: Any) -> dict:
             "ids": {c: s for c, s in list(kept.items())[-MAX_KEPT:] if isinstance(c, str) and isinstance(s, str)}}
 
 
+def _not_joined(message: str, kind: str = "problem") -> tuple:
+    """JOIN's outputs for a page that is in no class: the line, the code form, no polling."""
+    return (status_html(message, kind), gr.Column(visible=False), gr.Column(visible=True), gr.Timer(active=False),
+            None, gr.skip(), GONE)
+
+
 def join_class(store: RoomStore, raw_code: Any, ids: Any = None) -> tuple:
     """Join the class ``raw_code`` names (from the link, or typed), as the student this browser was in it before
-    (``ids``: the browser's stored ids), else as a new one; the room's current state drawn (a late joiner sees
-    the run and the answer as they are). Without a code: the last class this browser joined, else the code form."""
+    (``ids``: the browser's stored ids), else as a new one. Without a code: the last class this browser joined,
+    else the code form. ``JOIN``'s outputs; the stage key it sets makes the page draw the room as it is (a late
+    joiner sees the run and the answer)."""
     kept = _kept(ids)
     quiet = raw_code is None or raw_code == ""
     if quiet:
         if kept["last"] is None:
-            return _updates(status=status_html(ASK_CODE, "wait"), form=gr.Column(visible=True))
+            return _not_joined(ASK_CODE, "wait")
         raw_code = kept["last"]
     try:
         code = parse_code(raw_code)
         student = store.join(code, kept["ids"].get(code))
         view = store.student_view(code, student)
     except ValueError as e:
-        return _refused(f"{str(e)[:1].upper()}{str(e)[1:]}.", True)
+        return _not_joined(f"{str(e)[:1].upper()}{str(e)[1:]}.")
     except RoomError as e:
-        return _refused(ASK_CODE if quiet else str(e), True)
+        return _not_joined(ASK_CODE if quiet else str(e))
     ids_out = {"last": code, "ids": {**{c: s for c, s in kept["ids"].items() if c != code}, code: student}}
-    return (*render_view(view, student)[:-1], ids_out)
+    return (_status(view), gr.Column(visible=True), gr.Column(visible=False), gr.Timer(active=True),
+            _me(view, student), ids_out, f"{code}:{view.stage}")
 
 
-def _me(me: Any) -> tuple[str, str] | None:
+def _who(me: Any) -> tuple[str, str] | None:
     if not isinstance(me, dict):
         return None
     try:
@@ -185,25 +150,94 @@ def _me(me: Any) -> tuple[str, str] | None:
         return None
 
 
-def poll_class(store: RoomStore, me: Any) -> tuple:
-    """The page's timer: the room's stage, and the page's updates only when it changed (else gr.skip() for all)."""
-    who = _me(me)
+def poll_class(store: RoomStore, me: Any) -> Any:
+    """The page's timer: the room's stage key (the same as before: nothing is sent on, nothing redrawn)."""
+    who = _who(me)
     if who is None:
-        return _updates()
-    code, student = who
+        return gr.skip()
     try:
-        if store.stage(code) == me.get("stage"):
-            return _updates()
-        view = store.student_view(code, student)
+        return f"{who[0]}:{store.stage(who[0])}"
     except RoomError as e:
-        return _refused(str(e), e.gone)
-    return render_view(view, student, me)
+        return GONE if e.gone else gr.skip()
+
+
+def refresh_class(store: RoomStore, me: Any) -> tuple:
+    """The room changed: ``REFRESH``'s outputs, all plain values, and the keys that redraw the figures, the guess
+    control and the Live run when they changed."""
+    who = _who(me)
+    if who is None:
+        return (gr.skip(),) * len(REFRESH)
+    try:
+        view = store.student_view(*who)
+    except RoomError as e:
+        return (gr.skip(), status_html(str(e), "problem"), *(gr.skip(),) * 7, bool(e.gone))
+    ch = class_chapter(view.chapter)
+    return (title_html(view.chapter, N, ch.title), _status(view), ch.text, _note(view), _answer(view),
+            _me(view, who[1]), *keys(view), False)
+
+
+def figures_of(store: RoomStore, me: Any) -> tuple:
+    """``FIGURES``: the run's figures (the Reveal's where it drew one, else the slot's placeholder) and the class's
+    histogram (a placeholder until the Reveal)."""
+    who = _who(me)
+    if who is None:
+        return (gr.skip(),) * len(FIGURES)
+    try:
+        view = store.student_view(*who)
+    except RoomError:
+        return (gr.skip(),) * len(FIGURES)
+    title = class_chapter(view.chapter).title
+    shown = (list(view.shown.figures) if view.shown is not None else []) + [None] * N_PLOTS
+    revealed = list(view.revealed_figures) + [None] * N_PLOTS
+    wait = WAIT_FIGURE if view.shown is None else REVEAL_FIGURE
+    plots = [r or s or placeholder_json(title, wait) for r, s in zip(revealed[:N_PLOTS], shown[:N_PLOTS])]
+    histogram = view.histogram if _revealed(view) else placeholder_json("The class's guesses", HISTOGRAM_WAIT)
+    return _plot(plots[0]), _plot(histogram), _plot(plots[1])
+
+
+def guess_control(store: RoomStore, me: Any) -> tuple:
+    """``GUESS``: the chapter's guess control shown and set (to this student's guess on this run, else where it
+    starts), the other hidden."""
+    who = _who(me)
+    if who is None:
+        return gr.skip(), gr.skip()
+    try:
+        view = store.student_view(*who)
+    except RoomError:
+        return gr.skip(), gr.skip()
+    g = class_chapter(view.chapter).guess
+    label = f"your guess: {g.label}"
+    if g.choices:
+        mine = view.guess if view.guess in g.choices else None
+        return gr.Slider(visible=False), gr.Radio(choices=list(g.choices), value=mine, label=label, visible=True)
+    mine = view.guess if isinstance(view.guess, (int, float)) else g.minimum
+    return (gr.Slider(minimum=g.minimum, maximum=g.maximum, step=g.step, value=mine, label=label, visible=True),
+            gr.Radio(visible=False, value=None))
+
+
+def live_of(store: RoomStore, me: Any) -> tuple:
+    """``LIVE``: the presenter's Live run when one was pushed to the class."""
+    who = _who(me)
+    try:
+        live = store.student_view(*who).live if who is not None else None
+    except RoomError:
+        live = None
+    if live is None:
+        return gr.Column(visible=False), gr.skip(), gr.skip()
+    return gr.Column(visible=True), live.html, _plot(live.figure) if live.figure else None
+
+
+def stop_following(gone: Any) -> tuple:
+    """``STOP``: a room that is no more stops the polling and offers the code form again."""
+    if gone is not True:
+        return gr.skip(), gr.skip(), gr.skip()
+    return gr.Timer(active=False), gr.Column(visible=True), gr.Column(visible=False)
 
 
 def send_guess(store: RoomStore, me: Any, slider: Any = None, radio: Any = None) -> str:
     """Send the guess on the control the chapter uses, for the run the page shows: the status line (what was sent,
     or why not)."""
-    who = _me(me)
+    who = _who(me)
     if who is None:
         return status_html("This page has not joined a class: open the class's link, or type its code.", "problem")
     code, student = who
@@ -218,4 +252,5 @@ def send_guess(store: RoomStore, me: Any, slider: Any = None, radio: Any = None)
     return status_html(f"Sent: {value}. You can change it until your presenter locks guesses.", "ok")
 
 
-__all__ = ["POLL_S", "OUTPUTS", "N_OUT", "AT", "ASK_CODE", "render_view", "join_class", "poll_class", "send_guess"]
+__all__ = ["POLL_S", "GONE", "ASK_CODE", "JOIN", "REFRESH", "FIGURES", "GUESS", "LIVE", "STOP", "keys", "join_class",
+           "poll_class", "refresh_class", "figures_of", "guess_control", "live_of", "stop_following", "send_guess"]

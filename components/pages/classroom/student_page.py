@@ -32,11 +32,14 @@ CLASS_REDIRECT = """<script>
 
 @dataclass
 class StudentPage:
-    outputs: list[Any]          # in ``student.OUTPUTS``' order
+    parts: dict[str, Any]        # every component and State, by the names of ``student``'s output tuples
     send: gr.Button
     join: gr.Button
     code_in: gr.Textbox
     timer: gr.Timer
+
+    def __call__(self, names: tuple[str, ...]) -> list[Any]:
+        return [self.parts[n] for n in names]
 
 
 def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
@@ -56,27 +59,38 @@ def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
                 radio = gr.Radio([], value=None, visible=False, elem_classes=["learn-guess"], min_width=240)
                 send = gr.Button("Send", variant="primary", elem_id="class-send", scale=0, min_width=140)
             answer = gr.HTML("", elem_classes=["learn-answer"])
-            histogram = gr.Plot(visible=False, show_label=False, elem_id="class-histogram")
+            histogram = gr.Plot(show_label=False, elem_id="class-histogram")
             plot2 = gr.Plot(show_label=False, elem_classes=["learn-plot"])
         with gr.Column(visible=False, elem_id="class-live-run") as live:
             gr.Markdown("**Your presenter's Live run**")
             live_html = gr.HTML("")
             live_plot = gr.Plot(show_label=False)
         timer = gr.Timer(st.POLL_S, active=False)
-        me = gr.State(None)
-        ids = gr.BrowserState(None, storage_key=IDS_KEY)
+        states = {name: gr.State(None) for name in ("me", "stage", "figures_key", "guess_key", "live_key")}
+        parts = {"title": title, "status": status, "form": form, "chapter": chapter, "text": text, "note": note,
+                 "plot1": plot1, "slider": slider, "radio": radio, "answer": answer, "histogram": histogram,
+                 "plot2": plot2, "live": live, "live_html": live_html, "live_plot": live_plot, "timer": timer,
+                 "ids": gr.BrowserState(None, storage_key=IDS_KEY), "gone": gr.State(False), **states}
         code_url = gr.Textbox(visible=False)
-    outputs = [title, status, chapter, text, note, plot1, slider, radio, send, answer, histogram, plot2, live,
-               live_html, live_plot, form, timer, me, ids]
-    assert len(outputs) == st.N_OUT
+    out = StudentPage(parts, send, join, code_in, timer)
+    me = parts["me"]
     quick = {"queue": False, "show_progress": "hidden"}
     joining = functools.partial(st.join_class, store)
-    gr.on([join.click, code_in.submit], joining, [code_in, ids], outputs, **quick)
-    timer.tick(functools.partial(st.poll_class, store), [me], outputs, api_name="class_poll", **quick)
+    # on load: join with the code the page's address names (read in the browser); or the code typed in
+    page.load(joining, [code_url, parts["ids"]], out(st.JOIN), js=CODE_JS, api_name="class_join", **quick)
+    gr.on([join.click, code_in.submit], joining, [code_in, parts["ids"]], out(st.JOIN), **quick)
+    # following the room: the timer reads its stage; each key that changed redraws its part
+    timer.tick(functools.partial(st.poll_class, store), [me], [parts["stage"]], api_name="class_poll", **quick)
+    parts["stage"].change(functools.partial(st.refresh_class, store), [me], out(st.REFRESH),
+                          api_name="class_refresh", **quick)
+    parts["figures_key"].change(functools.partial(st.figures_of, store), [me], out(st.FIGURES),
+                                api_name="class_figures", **quick)
+    parts["guess_key"].change(functools.partial(st.guess_control, store), [me], out(st.GUESS),
+                              api_name="class_guess_control", **quick)
+    parts["live_key"].change(functools.partial(st.live_of, store), [me], out(st.LIVE), **quick)
+    parts["gone"].change(st.stop_following, [parts["gone"]], out(st.STOP), **quick)
     send.click(functools.partial(st.send_guess, store), [me, slider, radio], [status], api_name="class_send", **quick)
-    # on load: join with the code the page's address names (read in the browser)
-    page.load(joining, [code_url, ids], outputs, js=CODE_JS, api_name="class_join", **quick)
-    return StudentPage(outputs, send, join, code_in, timer)
+    return out
 
 
 __all__ = ["PATH", "IDS_KEY", "CLASS_REDIRECT", "StudentPage", "build_student_page"]

@@ -1,0 +1,112 @@
+"""A student's page without a browser, for the classroom tests: the page's events chained as gradio chains them (the
+timer's poll sets the stage key; a key that changed runs its redraw), every output kept as the page would hold it,
+and everything the page was sent kept for the secret checks."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from components.pages.classroom import student as st
+
+SKIP = gr.skip()
+
+
+def plain(value: Any) -> Any:
+    """An output as the page would be sent it (components as their updates, PlotData as its JSON)."""
+    if isinstance(value, (gr.components.Component, gr.blocks.BlockContext)):
+        return {k: plain(v) for k, v in value._constructor_args[0].items()}
+    if isinstance(value, PlotData):
+        return value.model_dump()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def sent_text(outputs: Any) -> str:
+    return json.dumps(plain(outputs), default=repr)
+
+
+KEYS = {"figures_key": (st.figures_of, st.FIGURES), "guess_key": (st.guess_control, st.GUESS),
+        "live_key": (st.live_of, st.LIVE)}        # a key that changed, and the redraw its change event runs
+
+
+class Page:
+    """One student's page: join on load, then ``tick()`` as its timer does."""
+
+    def __init__(self, store: Any, code: Any, ids: Any = None) -> None:
+        self.store = store
+        self.shown: dict[str, Any] = {}
+        self.state: dict[str, Any] = {"me": None, "stage": None, "figures_key": None, "guess_key": None,
+                                      "live_key": None, "gone": False, "ids": ids}
+        self.sent: list[Any] = []
+        self.redraws = 0
+        self._take(st.JOIN, st.join_class(store, code, ids))
+
+    # what the page holds
+    @property
+    def me(self) -> Any:
+        return self.state["me"]
+
+    @property
+    def ids(self) -> Any:
+        return self.state["ids"]
+
+    def __getitem__(self, name: str) -> Any:
+        """The value of an output as drawn (a component update's ``value`` where it has one)."""
+        v = self.shown.get(name)
+        return plain(v)["value"] if isinstance(v, gr.components.Component) and "value" in plain(v) else v
+
+    def props(self, name: str) -> dict:
+        return plain(self.shown.get(name)) or {}
+
+    def figure(self, name: str) -> dict:
+        v = self.shown.get(name)
+        v = v if isinstance(v, PlotData) else plain(v).get("value") if v is not None else None
+        return json.loads(v.plot if isinstance(v, PlotData) else v["plot"])
+
+    # the events
+    def _take(self, names: tuple[str, ...], outputs: Any) -> None:
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        self.sent.append(outputs)
+        changed = []
+        for name, value in zip(names, outputs):
+            if value == SKIP:
+                continue
+            if name in self.state:
+                if self.state[name] != value:
+                    changed.append(name)
+                self.state[name] = value
+            else:
+                self.shown[name] = value
+        for name in changed:
+            self._changed(name)
+
+    def _changed(self, name: str) -> None:
+        if name == "stage":
+            self.redraws += 1
+            self._take(st.REFRESH, st.refresh_class(self.store, self.me))
+        elif name in KEYS:
+            fn, names = KEYS[name]
+            self._take(names, fn(self.store, self.me))
+        elif name == "gone":
+            self._take(st.STOP, st.stop_following(self.state["gone"]))
+
+    def tick(self) -> bool:
+        """The timer's poll; whether the page redrew anything."""
+        before = self.redraws
+        self._take(("stage",), st.poll_class(self.store, self.me))
+        return self.redraws > before
+
+    def send(self, slider: Any = None, radio: Any = None) -> str:
+        said = st.send_guess(self.store, self.me, slider, radio)
+        self.sent.append(said)
+        self.shown["status"] = said
+        return said
+
+    def everything_sent(self) -> str:
+        return sent_text(self.sent)
