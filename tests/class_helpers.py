@@ -1,6 +1,6 @@
 """A student's page without a browser, for the classroom tests: the page's events chained as gradio chains them (the
-timer's poll sets the stage key; a key that changed runs its redraw), every output kept as the page would hold it,
-and everything the page was sent kept for the secret checks."""
+timer's script reads the stage key from ``/class/stage`` into a box; a key that changed runs its redraw), every
+output kept as the page would hold it, and everything the page was sent kept for the secret checks."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ import gradio as gr
 from gradio.components.plot import PlotData
 
 from components.pages.classroom import student as st
+from components.serving.classroom.http import stage_key
 
 SKIP = gr.skip()
 
@@ -31,8 +32,7 @@ def sent_text(outputs: Any) -> str:
     return json.dumps(plain(outputs), default=repr)
 
 
-KEYS = {"figures_key": (st.figures_of, st.FIGURES), "guess_key": (st.guess_control, st.GUESS),
-        "live_key": (st.live_of, st.LIVE)}        # a key that changed, and the redraw its change event runs
+KEYS = {"live_key": (st.live_of, st.LIVE)}        # a key that changed, and the redraw its change event runs
 
 
 class Page:
@@ -41,8 +41,9 @@ class Page:
     def __init__(self, store: Any, code: Any, ids: Any = None) -> None:
         self.store = store
         self.shown: dict[str, Any] = {}
-        self.state: dict[str, Any] = {"me": None, "stage": None, "figures_key": None, "guess_key": None,
-                                      "live_key": None, "gone": False, "ids": ids}
+        self.props_of: dict[str, dict] = {}          # each output's properties as the page holds them
+        self.state: dict[str, Any] = {"me": None, "code": "", "stage": "", "live_key": None, "gone": False,
+                                      "ids": ids}
         self.sent: list[Any] = []
         self.redraws = 0
         self._take(st.JOIN, st.join_class(store, code, ids))
@@ -62,12 +63,8 @@ class Page:
         return plain(v)["value"] if isinstance(v, gr.components.Component) and "value" in plain(v) else v
 
     def props(self, name: str) -> dict:
-        return plain(self.shown.get(name)) or {}
-
-    def figure(self, name: str) -> dict:
-        v = self.shown.get(name)
-        v = v if isinstance(v, PlotData) else plain(v).get("value") if v is not None else None
-        return json.loads(v.plot if isinstance(v, PlotData) else v["plot"])
+        """An output's properties as the page holds them (its updates and values merged)."""
+        return self.props_of.get(name, {})
 
     # the events
     def _take(self, names: tuple[str, ...], outputs: Any) -> None:
@@ -81,8 +78,12 @@ class Page:
                 if self.state[name] != value:
                     changed.append(name)
                 self.state[name] = value
+            elif isinstance(value, (gr.components.Component, gr.blocks.BlockContext)):
+                self.shown[name] = value
+                self.props_of[name] = {**self.props_of.get(name, {}), **plain(value)}
             else:
                 self.shown[name] = value
+                self.props_of[name] = {**self.props_of.get(name, {}), "value": plain(value)}
         for name in changed:
             self._changed(name)
 
@@ -97,9 +98,10 @@ class Page:
             self._take(st.STOP, st.stop_following(self.state["gone"]))
 
     def tick(self) -> bool:
-        """The timer's poll; whether the page redrew anything."""
+        """The timer's poll (the page's script, asking ``/class/stage``); whether the page redrew anything."""
         before = self.redraws
-        self._take(("stage",), st.poll_class(self.store, self.me))
+        if self.state["code"]:
+            self._take(("stage",), stage_key(self.store, self.state["code"]))
         return self.redraws > before
 
     def send(self, slider: Any = None, radio: Any = None) -> str:

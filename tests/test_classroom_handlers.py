@@ -21,6 +21,7 @@ from components.pages.learn.book import N_PLOTS, Guess
 from components.pages.learn.tab import N, run_and_hand_over
 from components.render.base import empty_figure
 from components.serving.classroom import ClassLimits, MemoryRoomStore, RoomError
+from components.serving.classroom.http import GONE, STAGE_PATH, stage_route
 from tests.class_helpers import SKIP, Page, plain
 
 BASE = "http://127.0.0.1:7860/?tab=learn"
@@ -97,7 +98,7 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     pg = Page(store, code.lower())
     assert "Chapter 1 / 12" in pg["title"] and "wait for your presenter's run" in pg["status"]
     assert pg.ids == {"last": code, "ids": {code: pg.me["student"]}} and pg.props("timer") == {"active": True}
-    assert "drawn here when your presenter reveals" in json.dumps(pg.figure("histogram"))
+    assert "drawn here when your presenter reveals" in pg.shown["histogram"].plot
     assert not pg.tick()                                          # nothing new: nothing redrawn
     assert pg.sent[-1] == (f"{code}:{store.stage(code)}",)        # the poll sends one short key on
 
@@ -141,17 +142,20 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     assert store.lead(code, secret).chapter == 2
 
 
-def test_a_refresh_sends_only_values_and_redraws_only_what_changed(store, lead):
-    """A lock changes the texts only: the figures and the guess control are not sent again."""
+def test_a_refresh_is_one_event_of_plain_values_unless_the_run_changed(store, lead):
+    """A lock: one refresh, every output a plain value (no gradio update, which costs the server a component per
+    output); a new run: the guess control set up again."""
     pg = Page(store, lead["code"])
     ld.publish_run(store, lead, 1, run_outputs(), None)
     pg.tick()
+    assert isinstance(pg.shown["slider"], gr.Slider)                     # set up for the new run
     n = len(pg.sent)
     ld.lock_guesses(store, lead)
     assert pg.tick()
     new = pg.sent[n:]
-    assert len(new) == 2 and len(new[1]) == len(st.REFRESH)          # the poll, then one refresh: no figures
+    assert len(new) == 2 and len(new[1]) == len(st.REFRESH)          # the poll's key, then one refresh
     assert not any(isinstance(v, gr.components.Component) or v == SKIP for v in new[1])
+    assert pg.shown["slider"] == 1.0 and pg.props("slider")["maximum"] == 8.0
 
 
 def test_a_reload_keeps_the_student_and_the_guess(store, lead):
@@ -165,6 +169,7 @@ def test_a_reload_keeps_the_student_and_the_guess(store, lead):
     again = Page(store, f"{code[:4]}-{code[4:]}", pg.ids)
     assert again.me["student"] == pg.me["student"] and again.ids == pg.ids
     assert "Your guess: 3.25 (sent)" in again["status"] and again.props("slider")["value"] == 3.25
+    assert not again.tick() and again.props("slider")["value"] == 3.25
     bare = Page(store, "", pg.ids)                      # /class without a code: the class this browser was in
     assert "Your guess: 3.25 (sent)" in bare["status"]
     assert store.lead(code, lead["secret"]).students == 1
@@ -247,7 +252,7 @@ def test_the_live_run_reaches_the_class(store, lead):
     assert "went to the class" in ld.push_live(store, lead, trace)
     assert pg.tick()
     assert pg.props("live") == {"visible": True} and "sd-tokens" in pg["live_html"]
-    assert pg.figure("live_plot")["data"]
+    assert json.loads(pg.shown["live_plot"].plot)["data"]
     assert "lead" in ld.push_live(store, pg.me, trace).lower()            # a student's page cannot push one
 
 
@@ -324,3 +329,27 @@ def test_reveal_for_class_needs_the_run():
         reveal_for_class(None, RevealJob(1, 1, {}, None, {}))
     assert re.search("none came in", json.loads(reveal_for_class(
         None, RevealJob(1, 1, {"verify_ms": VERIFY_MS}, None, {})).histogram)["layout"]["title"]["text"])
+
+
+def test_the_stage_route_answers_a_key_or_gone(store, lead):
+    """What the students' pages poll: the room's stage key while it lives (a new key on every change they see), else
+    "gone"; never cached, never more than that."""
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+    code = lead["code"]
+    with TestClient(Starlette(routes=[stage_route(lambda: store)])) as client:
+        r = client.get(STAGE_PATH, params={"code": code.lower()})
+        key = f"{code}:{store.stage(code)}"
+        assert r.text == key and r.headers["cache-control"] == "no-store"
+        ld.publish_run(store, lead, 1, run_outputs(), None)
+        assert client.get(STAGE_PATH, params={"code": code}).text not in (key, GONE)
+        for bad in ("<script>", "", "7KX4MP9A", "x" * 10_000, None):
+            assert client.get(STAGE_PATH, params={} if bad is None else {"code": bad}).text == GONE
+        store.end(code, lead["secret"])
+        assert client.get(STAGE_PATH, params={"code": code}).text == GONE
+
+
+def test_the_load_test_reads_the_pages_outputs_in_their_order():
+    from tools import classload
+    assert (classload.JOIN, classload.REFRESH) == (st.JOIN, st.REFRESH)
+    assert classload.POLL_S == st.POLL_S and classload.STAGE_PATH == STAGE_PATH

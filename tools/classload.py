@@ -4,9 +4,10 @@ presenter and N students (150 by default) drive a whole chapter.
     python -m tools.classload --students 150          # figures in docs/classroom.md
 
 Every simulated page is a Gradio session of its own (its ``session_hash``) calling the page's own events by their
-index in the app's config, exactly what a browser sends: the students' ``class_join`` (the page's load),
-``class_poll`` (its gr.Timer, every ``POLL_S`` seconds, each student at its own phase) and ``class_send``; the
-presenter's ``class_start``, ``class_lead_poll`` (its timer), ``class_follow`` (the class follows the Learn page
+index in the app's config, exactly what a browser sends: the students' ``class_join`` (the page's load), the poll
+of their gr.Timer (every ``POLL_S`` seconds, each student at its own phase: ``GET /class/stage``, and only when the
+stage key changed the events a browser then runs, ``class_refresh`` and, as the State keys it sets change,
+``class_figures`` and ``class_guess_control``) and ``class_send``; the presenter's ``class_start``, ``class_lead_poll`` (its timer), ``class_follow`` (the class follows the Learn page
 to a chapter), the chapter's run ``learn_run_3`` and ``class_reveal`` (both queued, read from the session's event
 stream). The chapter: 3 ("Greedy: the baseline's text"), whose guess is a choice, so the class's histogram can be
 counted exactly.
@@ -33,29 +34,84 @@ import statistics
 import sys
 import time
 import uuid
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from tools.loadtest import AppProcess, rss_mb, start_app
 
 POLL_S = 1.0            # the students' page (components.pages.classroom.student.POLL_S)
+STAGE_PATH = "/class/stage"
 CHAPTER = 3             # a choice guess: "identical" / "different"
 CHOICES = ("identical", "different")
-AT = {name: i for i, name in enumerate(("title", "status", "chapter", "text", "note", "plot1", "slider", "radio",
-                                        "send", "answer", "histogram", "plot2", "live", "live_html", "live_plot",
-                                        "form", "timer", "me", "ids"))}
+# the outputs of the students' page's events, in their order (components.pages.classroom.student; a test checks)
+JOIN = ("status", "chapter", "form", "timer", "me", "ids", "code", "stage")
+REFRESH = ("title", "status", "text", "note", "plot1", "slider", "radio", "answer", "histogram", "plot2", "me",
+           "live_key", "gone")
 EVENTS = ("next", "run", "reveal", "next2")
 
 
+class Conn:
+    """One keep-alive HTTP/1.1 connection to the app, as a browser holds one, and as light as a client can be (plain
+    asyncio streams; httpx costs ≈ 3 ms of CPU a request here): the load generator shares this machine's cores with
+    the server it measures. Answers with a Content-Length or chunked."""
+
+    def __init__(self, url: str) -> None:
+        where = urlsplit(url)
+        self.host, self.port = where.hostname or "127.0.0.1", where.port or 80
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n")
+        self.writer.write(head.encode("ascii") + body)
+        try:
+            return await self._answer()
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            self.writer.close()
+            self.reader = self.writer = None
+            raise
+
+    async def _answer(self) -> tuple[int, bytes]:
+        assert self.reader is not None
+        status = int((await self.reader.readline()).split()[1])
+        length, chunked = None, False
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, v = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(v)
+            elif name.lower() == "transfer-encoding" and "chunked" in v.lower():
+                chunked = True
+        if not chunked:
+            return status, await self.reader.readexactly(length or 0)
+        body = b""
+        while (size := int((await self.reader.readline()).split(b";")[0], 16)) > 0:
+            body += await self.reader.readexactly(size)
+            await self.reader.readline()
+        await self.reader.readline()
+        return status, body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 class Page:
-    """One browser page's session: the page's events called as its browser calls them."""
+    """One browser page's session: the page's events called as its browser calls them (direct events over the
+    page's own connection; the presenter's queued ones through httpx's event stream)."""
 
     def __init__(self, http: httpx.AsyncClient, url: str, fns: dict[str, dict]) -> None:
         self.http, self.url, self.fns = http, url, fns
         self.session = uuid.uuid4().hex[:11]
         self.received = 0                       # bytes of the answers this page got
+        self.calls = 0
+        self.conn = Conn(url)
 
     def _body(self, name: str, data: list) -> dict:
         fn = self.fns[name]
@@ -66,11 +122,22 @@ class Page:
 
     async def call(self, name: str, data: list) -> list:
         """A direct (not queued) event: its outputs."""
-        r = await self.http.post(f"{self.url}gradio_api/run/predict", json=self._body(name, data), timeout=60)
-        self.received += len(r.content)
-        if r.status_code != 200:
-            raise RuntimeError(f"{name}: HTTP {r.status_code}: {r.text[:300]}")
-        return r.json()["data"]
+        return (await self.answer(name, data))["data"]
+
+    async def answer(self, name: str, data: list) -> dict:
+        """A direct event's whole answer: its outputs (``data``) and the States it changed (``changed_state_ids``,
+        whose change events a browser then runs)."""
+        status, body = await self.conn.request("POST", "/gradio_api/run/predict", orjson.dumps(self._body(name, data)))
+        self.received += len(body)
+        self.calls += 1
+        if status != 200:
+            raise RuntimeError(f"{name}: HTTP {status}: {body[:300]!r}")
+        return orjson.loads(body)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        status, body = await self.conn.request("GET", path)
+        self.received += len(body)
+        return status, body
 
     async def queued(self, name: str, data: list, timeout_s: float = 600) -> list:
         """A queued event: join the queue, then read the session's event stream until this event completes."""
@@ -109,6 +176,7 @@ class Student:
     seen: dict[str, float] = field(default_factory=dict)
     sent: list[str] = field(default_factory=list)
     histogram: str | None = None
+    joined: bool = False
     polls: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -129,38 +197,68 @@ def guesses_of(i: int) -> list[str]:
     return sends + [sends[-1]] if i % 10 == 3 else sends
 
 
+class Follower:
+    """A student's page following the room as the browser does: the timer's script asks for the stage key; a new
+    key runs the hidden box's change event, ``class_refresh``, which redraws the page."""
+
+    def __init__(self, s: Student) -> None:
+        self.s = s
+        self.chapter, self.status, self.slider, self.key = 1, "", None, ""
+
+    async def poll(self, code: str) -> None:
+        """The timer's script: the stage key; a new one runs the box's change event."""
+        status, body = await self.s.page.get(f"{STAGE_PATH}?code={code}")
+        self.s.polls += 1
+        if status == 200 and body.decode() != self.key:
+            self.key = body.decode()
+            await self.refresh()
+
+    async def refresh(self) -> None:
+        data = (await self.s.page.answer("class_refresh", [None]))["data"]
+        now = time.monotonic()
+        title, self.status = text(data[REFRESH.index("title")]), text(data[REFRESH.index("status")])
+        if title:
+            self.chapter = int(re.search(r"Chapter (\d+)", title).group(1))
+        slider = value(data[REFRESH.index("slider")])
+        self.slider = slider if slider is not None else self.slider
+        hist = value(data[REFRESH.index("histogram")])
+        if self.chapter == CHAPTER and isinstance(hist, dict) and "class's guesses:" in hist.get("plot", ""):
+            self.s.seen.setdefault("reveal", now)
+            self.s.histogram = hist["plot"]
+        self.seen(now)
+
+    def seen(self, now: float) -> None:
+        if self.chapter == CHAPTER and "wait for your presenter" in self.status:
+            self.s.seen.setdefault("next", now)
+        if self.chapter == CHAPTER and "guess, then Send" in self.status:
+            self.s.seen.setdefault("run", now)
+        if self.chapter == CHAPTER + 1:
+            self.s.seen.setdefault("next2", now)
+
+
 async def student_loop(s: Student, run: Run, code: str) -> None:
-    out = await s.page.call("class_join", [code, None])
-    if "Class " not in text(out[AT["status"]]):
-        s.errors.append(f"join: {text(out[AT['status']])}")
+    f = Follower(s)
+    answer = await s.page.answer("class_join", [code, None])
+    if "Class " not in text(answer["data"][JOIN.index("status")]):
+        s.errors.append(f"join: {text(answer['data'][JOIN.index('status')])}")
         return
-    slider = value(out[AT["slider"]])       # a page sends its slider's value with every Send, as a browser does
+    f.key = answer["data"][JOIN.index("stage")]
+    await f.refresh()                     # the stage box changed from empty: the page draws the room
+    s.joined = True
     await asyncio.sleep(random.Random(s.index).uniform(0, POLL_S))      # each page polls at its own phase
-    chapter = 1
     while not run.stop.is_set():
         t0 = time.monotonic()
-        out = await s.page.call("class_poll", [None])
-        now = time.monotonic()
-        s.polls += 1
-        title, status = text(out[AT["title"]]), text(out[AT["status"]])
-        slider = value(out[AT["slider"]]) if value(out[AT["slider"]]) is not None else slider
-        if title:
-            chapter = int(re.search(r"Chapter (\d+)", title).group(1))
-        if chapter == CHAPTER and "wait for your presenter" in status:
-            s.seen.setdefault("next", now)
-        if chapter == CHAPTER and "guess, then Send" in status and "run" not in s.seen:
-            s.seen["run"] = now
+        try:
+            await f.poll(code.replace("-", ""))
+        except (OSError, asyncio.IncompleteReadError, ValueError, RuntimeError) as e:   # a browser tries again
+            s.errors.append(f"poll: {type(e).__name__}: {e}"[:200])
+        if "run" in s.seen and not s.sent:
             for guess in guesses_of(s.index):
-                said = text((await s.page.call("class_send", [None, slider, guess]))[0])
+                said = text((await s.page.call("class_send", [None, f.slider, guess]))[0])
                 if not said.startswith("Sent"):
                     s.errors.append(f"send: {said}")
                 s.sent.append(guess)
-        hist = value(out[AT["histogram"]])
-        if isinstance(hist, dict) and hist.get("plot"):
-            s.seen.setdefault("reveal", now)
-            s.histogram = hist["plot"]
-        if chapter == CHAPTER + 1:
-            s.seen.setdefault("next2", now)
+        if "next2" in s.seen:
             return
         await asyncio.sleep(max(0.0, POLL_S - (time.monotonic() - t0)))
 
@@ -179,7 +277,8 @@ async def presenter(page: Page, run: Run, n: int, idle_s: float, cpu: dict, pid:
                 raise RuntimeError(f"timed out waiting for {what}")
             await asyncio.sleep(0.2)
 
-    await wait_until(lambda: all(s.polls > 0 for s in run.students), "every student's first poll", 120)
+    await wait_until(lambda: all(s.polls > 0 for s in run.students), "every student's first poll", 300)
+    cpu["joined"] = cpu_s(pid), time.monotonic()
     cpu["idle_start"] = cpu_s(pid), time.monotonic()
     await asyncio.sleep(idle_s)
     cpu["idle_end"] = cpu_s(pid), time.monotonic()
@@ -214,6 +313,7 @@ def cpu_s(pid: int) -> float:
 
 
 def fn_table(url: str) -> dict[str, dict]:
+    """The app's events by name."""
     config = httpx.get(f"{url}config", timeout=30).json()
     return {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
 
@@ -228,12 +328,19 @@ async def drive(app: AppProcess, n: int, idle_s: float) -> dict:
         students = [Student(i, Page(http, app.url, fns)) for i in range(n)]
         run = Run(students)
         cpu: dict[str, tuple[float, float]] = {}
+        await asyncio.sleep(2.0)
+        quiet = cpu_s(app.proc.pid), time.monotonic()       # the app with a class and nobody in it
+        await asyncio.sleep(idle_s / 2)
+        cpu["quiet"] = cpu_s(app.proc.pid) - quiet[0], time.monotonic() - quiet[1]
         rss_before = rss_mb(app.proc.pid)
         client0 = time.process_time()
+        cpu["join_start"] = cpu_s(app.proc.pid), time.monotonic()
         tasks = [asyncio.create_task(student_loop(s, run, code)) for s in students]
         tasks.append(asyncio.create_task(presenter_poll(lead, run)))
         await presenter(lead, run, n, idle_s, cpu, app.proc.pid)
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        for page in [lead, *(s.page for s in students)]:
+            page.conn.close()
         return report(run, cpu, rss_before, rss_mb(app.proc.pid), time.process_time() - client0, n)
 
 
@@ -267,12 +374,17 @@ def report(run: Run, cpu: dict, rss_before: float, rss_after: float, client_cpu_
         latency[key] = {"n": len(xs), "median_s": statistics.median(xs) if xs else None, "p95_s": _pct(xs, 0.95),
                         "max_s": max(xs) if xs else None, "request_s": run.took.get(key)}
     every = [max(0.0, s.seen[k] - run.done[k]) for s in run.students for k in EVENTS if k in s.seen]
+    joining = cpu["joined"][0] - cpu["join_start"][0], cpu["joined"][1] - cpu["join_start"][1]
     idle = cpu["idle_end"][0] - cpu["idle_start"][0], cpu["idle_end"][1] - cpu["idle_start"][1]
     chapter = cpu["chapter_end"][0] - cpu["chapter_start"][0], cpu["chapter_end"][1] - cpu["chapter_start"][1]
     polls = sum(s.polls for s in run.students)
     return {"students": n, "poll_s": POLL_S, "problems": problems, "expected": expected, "counted": counted,
             "latency": latency, "all_median_s": statistics.median(every), "all_p95_s": _pct(every, 0.95),
+            "join_s": joining[1], "server_cpu_ms_per_join": joining[0] / n * 1000,
             "server_cpu_idle_polling": idle[0] / idle[1], "idle_s": idle[1],
+            "server_cpu_quiet": cpu["quiet"][0] / cpu["quiet"][1],
+            "server_cpu_ms_per_idle_poll": (idle[0] - cpu["quiet"][0] / cpu["quiet"][1] * idle[1])
+            / max(1e-9, idle[1] * n / POLL_S) * 1000,
             "server_cpu_chapter": chapter[0] / chapter[1], "chapter_s": chapter[1],
             "server_rss_mb_before": rss_before, "server_rss_mb_after": rss_after, "client_cpu_s": client_cpu_s,
             "polls": polls, "bytes_per_student": statistics.mean(s.page.received for s in run.students),
@@ -280,14 +392,17 @@ def report(run: Run, cpu: dict, rss_before: float, rss_after: float, client_cpu_
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['students']} students, polling every {r['poll_s']:g} s; {r['polls']} polls in all"]
+    lines = [f"{r['students']} students, polling every {r['poll_s']:g} s; {r['polls']} polls in all",
+             (f"  joining all at once: {r['join_s']:.1f} s, {r['server_cpu_ms_per_join']:.0f} ms of server CPU "
+              "per student (its page's first events included)")]
     for key, v in r["latency"].items():
         lines.append(f"  {key:7s} seen by {v['n']:3d}: median {v['median_s']:.2f} s, p95 {v['p95_s']:.2f} s, "
                      f"max {v['max_s']:.2f} s (the presenter's request took {v['request_s']:.2f} s)")
     lines += [f"  every action: median {r['all_median_s']:.2f} s, p95 {r['all_p95_s']:.2f} s",
               (f"  server CPU: {r['server_cpu_idle_polling']:.0%} of a core while {r['students']} pages poll idle "
-               f"({r['idle_s']:.0f} s), {r['server_cpu_chapter']:.0%} over the chapter ({r['chapter_s']:.0f} s, "
-               "the model's run included)"),
+               f"({r['idle_s']:.0f} s; {r['server_cpu_quiet']:.0%} with nobody in the class: ≈ "
+               f"{r['server_cpu_ms_per_idle_poll']:.2f} ms per poll, the presenter's page's own timer included), "
+               f"{r['server_cpu_chapter']:.0%} over the chapter ({r['chapter_s']:.0f} s, the model's run included)"),
               (f"  server RSS: {r['server_rss_mb_before']:.0f} MB before the class, "
                f"{r['server_rss_mb_after']:.0f} MB after"),
               (f"  client CPU: {r['client_cpu_s']:.1f} s; a student's page received "

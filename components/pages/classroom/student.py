@@ -2,18 +2,18 @@
 chapter the presenter is on, the presenter's run (drawn from the figures the room made once; a student never runs
 a model), the guess and **Send**, then the answer and the class's histogram once the presenter reveals.
 
-Following the room costs the server little. The page's gr.Timer calls ``poll_class``, which only reads the room's
-stage (a counter the store bumps on every change a student sees) into a gr.State: unchanged, gradio sends nothing
-on and nothing is redrawn ("nothing new"); changed, the State's change event asks ``refresh_class`` for the texts,
-and ``refresh_class`` sets two more keys whose own change events redraw only what they name: the figures
-(``figures_of``, when the run or the Reveal changed) and the guess control (``guess_control``, when the chapter or the
-run changed). Every output a refresh sends is a plain value: a gradio update, even gr.skip(), costs the server a
-new component and its config for every output (measured: ≈ 2 ms per output, against ≈ 0.4 ms for a value).
+Following the room costs the server little. The page's gr.Timer runs a script in the browser that asks the app's
+``/class/stage`` route (``serving.classroom.http``) for the room's stage key (a counter the store bumps on every
+change a student sees) and puts it in a hidden box: unchanged ("nothing new"), nothing happens, no gradio event is
+sent and nothing is redrawn; changed, the box's change event asks ``refresh_class`` for the page: one event, its
+outputs plain values (the texts, the figures as the JSON the room made once, the guess control's value). A gradio
+update, even gr.skip(), costs the server a new component and its config for every output (measured: ≈ 2 ms per
+output, against ≈ 0.4 ms for a value), so the guess control is set up with updates only when the chapter or the
+run changed.
 
 The handlers are module-level functions (the room store passed in) that the tests call without a browser:
-``join_class`` (on load, or the code typed in), ``poll_class``, ``refresh_class``, ``figures_of``,
-``guess_control``, ``live_of``, ``stop_following`` and ``send_guess``; each returns a tuple in the order of its
-outputs (``JOIN``, ``REFRESH``, ``FIGURES``, …). They build from the room's ``StudentView`` only (all a student is
+``join_class`` (on load, or the code typed in), ``refresh_class``, ``live_of``, ``stop_following`` and
+``send_guess``; each returns a tuple in the order of its outputs (``JOIN``, ``REFRESH``, ``LIVE``, ``STOP``). They build from the room's ``StudentView`` only (all a student is
 ever sent: it has no place for the presenter's secret).
 
 The student's id is kept in the browser's storage (``ids``: per class code), so a reload joins as the same
@@ -38,16 +38,15 @@ from components.pages.learn.tab import N
 from components.render.classroom import class_line_html, setting_html, status_html
 from components.serving.classroom import LOCKED, OPEN, REVEALED, WAITING, RoomError, RoomStore, StudentView
 from components.serving.classroom.codes import STUDENT_BYTES, check_token, parse_code, shown_code
+from components.serving.classroom.http import GONE, stage_key
 
 POLL_S = 1.0                 # the page asks for the room's stage this often (docs/classroom.md: what it costs)
 MAX_KEPT = 8                 # classes whose student id the browser keeps
-GONE = "gone"                # the stage key of a room that is no more
 ASK_CODE = "Type the class code your presenter shows (8 letters and digits), then Join."
 HISTOGRAM_WAIT = "The class's guesses are drawn here when your presenter reveals the answer."
-JOIN = ("status", "chapter", "form", "timer", "me", "ids", "stage")
-REFRESH = ("title", "status", "text", "note", "answer", "me", "figures_key", "guess_key", "live_key", "gone")
-FIGURES = ("plot1", "histogram", "plot2")
-GUESS = ("slider", "radio")
+JOIN = ("status", "chapter", "form", "timer", "me", "ids", "code", "stage")
+REFRESH = ("title", "status", "text", "note", "plot1", "slider", "radio", "answer", "histogram", "plot2", "me",
+           "live_key", "gone")
 LIVE = ("live", "live_html", "live_plot")
 STOP = ("timer", "form", "chapter")
 
@@ -91,14 +90,10 @@ def _revealed(view: StudentView) -> bool:
     return view.phase == REVEALED and view.histogram is not None
 
 
-def keys(view: StudentView) -> tuple[str, str, str]:
-    """(figures, guess control, live run): what each redraw depends on; a key that changed redraws its part."""
-    run = f"{view.code}:{view.chapter}:{view.run_no}"
-    return f"{run}:{int(_revealed(view))}", run, f"{view.code}:{view.live_no}"
-
-
-def _me(view: StudentView, student: str) -> dict:
-    return {"code": view.code, "student": student, "chapter": view.chapter, "run_no": view.run_no}
+def _me(view: StudentView, student: str, drawn: bool = True) -> dict:
+    """What the page holds of its class: the code, its student id, and (``drawn``) the chapter and run it shows."""
+    me = {"code": view.code, "student": student}
+    return {**me, "chapter": view.chapter, "run_no": view.run_no} if drawn else me
 
 
 # --- the handlers ----------------------------------------------------------------------------------------------
@@ -114,7 +109,7 @@ def _kept(ids: Any) -> dict:
 def _not_joined(message: str, kind: str = "problem") -> tuple:
     """JOIN's outputs for a page that is in no class: the line, the code form, no polling."""
     return (status_html(message, kind), gr.Column(visible=False), gr.Column(visible=True), gr.Timer(active=False),
-            None, gr.skip(), GONE)
+            None, gr.skip(), "", GONE)
 
 
 def join_class(store: RoomStore, raw_code: Any, ids: Any = None) -> tuple:
@@ -138,7 +133,7 @@ def join_class(store: RoomStore, raw_code: Any, ids: Any = None) -> tuple:
         return _not_joined(ASK_CODE if quiet else str(e))
     ids_out = {"last": code, "ids": {**{c: s for c, s in kept["ids"].items() if c != code}, code: student}}
     return (_status(view), gr.Column(visible=True), gr.Column(visible=False), gr.Timer(active=True),
-            _me(view, student), ids_out, f"{code}:{view.stage}")
+            _me(view, student, drawn=False), ids_out, code, stage_key(store, code))
 
 
 def _who(me: Any) -> tuple[str, str] | None:
@@ -150,42 +145,9 @@ def _who(me: Any) -> tuple[str, str] | None:
         return None
 
 
-def poll_class(store: RoomStore, me: Any) -> Any:
-    """The page's timer: the room's stage key (the same as before: nothing is sent on, nothing redrawn)."""
-    who = _who(me)
-    if who is None:
-        return gr.skip()
-    try:
-        return f"{who[0]}:{store.stage(who[0])}"
-    except RoomError as e:
-        return GONE if e.gone else gr.skip()
-
-
-def refresh_class(store: RoomStore, me: Any) -> tuple:
-    """The room changed: ``REFRESH``'s outputs, all plain values, and the keys that redraw the figures, the guess
-    control and the Live run when they changed."""
-    who = _who(me)
-    if who is None:
-        return (gr.skip(),) * len(REFRESH)
-    try:
-        view = store.student_view(*who)
-    except RoomError as e:
-        return (gr.skip(), status_html(str(e), "problem"), *(gr.skip(),) * 7, bool(e.gone))
-    ch = class_chapter(view.chapter)
-    return (title_html(view.chapter, N, ch.title), _status(view), ch.text, _note(view), _answer(view),
-            _me(view, who[1]), *keys(view), False)
-
-
-def figures_of(store: RoomStore, me: Any) -> tuple:
-    """``FIGURES``: the run's figures (the Reveal's where it drew one, else the slot's placeholder) and the class's
-    histogram (a placeholder until the Reveal)."""
-    who = _who(me)
-    if who is None:
-        return (gr.skip(),) * len(FIGURES)
-    try:
-        view = store.student_view(*who)
-    except RoomError:
-        return (gr.skip(),) * len(FIGURES)
+def _figures(view: StudentView) -> tuple[PlotData, PlotData, PlotData]:
+    """(figure 1, the class's histogram, figure 2): the Reveal's figure where it drew one, else the run's, else the
+    slot's placeholder; the histogram a placeholder until the Reveal. Every one is JSON the room made once."""
     title = class_chapter(view.chapter).title
     shown = (list(view.shown.figures) if view.shown is not None else []) + [None] * N_PLOTS
     revealed = list(view.revealed_figures) + [None] * N_PLOTS
@@ -195,24 +157,41 @@ def figures_of(store: RoomStore, me: Any) -> tuple:
     return _plot(plots[0]), _plot(histogram), _plot(plots[1])
 
 
-def guess_control(store: RoomStore, me: Any) -> tuple:
-    """``GUESS``: the chapter's guess control shown and set (to this student's guess on this run, else where it
-    starts), the other hidden."""
-    who = _who(me)
-    if who is None:
-        return gr.skip(), gr.skip()
-    try:
-        view = store.student_view(*who)
-    except RoomError:
-        return gr.skip(), gr.skip()
+def _guess_controls(view: StudentView, configure: bool) -> tuple[Any, Any]:
+    """(slider, radio): set to this student's guess on this run, else where the control starts. ``configure`` (a
+    new chapter or run): the chapter's control shown and set up, the other hidden (updates); otherwise their values
+    only (plain values: a gradio update costs the server a new component per output)."""
     g = class_chapter(view.chapter).guess
     label = f"your guess: {g.label}"
     if g.choices:
         mine = view.guess if view.guess in g.choices else None
-        return gr.Slider(visible=False), gr.Radio(choices=list(g.choices), value=mine, label=label, visible=True)
+        if not configure:
+            return 0, mine
+        return (gr.Slider(minimum=0, maximum=1, step=1, value=0, visible=False),      # hidden, its value in bounds
+                gr.Radio(choices=list(g.choices), value=mine, label=label, visible=True))
     mine = view.guess if isinstance(view.guess, (int, float)) else g.minimum
+    if not configure:
+        return mine, None
     return (gr.Slider(minimum=g.minimum, maximum=g.maximum, step=g.step, value=mine, label=label, visible=True),
             gr.Radio(visible=False, value=None))
+
+
+def refresh_class(store: RoomStore, me: Any) -> tuple:
+    """The room changed: ``REFRESH``'s outputs — the texts, the figures and the guess control's value as plain values
+    (the control set up again only when the chapter or the run changed since ``me``), and the Live run's key."""
+    who = _who(me)
+    if who is None:
+        return (gr.skip(),) * len(REFRESH)
+    try:
+        view = store.student_view(*who)
+    except RoomError as e:
+        return (gr.skip(), status_html(str(e), "problem"), *(gr.skip(),) * (len(REFRESH) - 3), bool(e.gone))
+    ch = class_chapter(view.chapter)
+    configure = me.get("chapter") != view.chapter or me.get("run_no") != view.run_no
+    plot1, histogram, plot2 = _figures(view)
+    slider, radio = _guess_controls(view, configure)
+    return (title_html(view.chapter, N, ch.title), _status(view), ch.text, _note(view), plot1, slider, radio,
+            _answer(view), histogram, plot2, _me(view, who[1]), f"{view.code}:{view.live_no}", False)
 
 
 def live_of(store: RoomStore, me: Any) -> tuple:
@@ -252,5 +231,5 @@ def send_guess(store: RoomStore, me: Any, slider: Any = None, radio: Any = None)
     return status_html(f"Sent: {value}. You can change it until your presenter locks guesses.", "ok")
 
 
-__all__ = ["POLL_S", "GONE", "ASK_CODE", "JOIN", "REFRESH", "FIGURES", "GUESS", "LIVE", "STOP", "keys", "join_class",
-           "poll_class", "refresh_class", "figures_of", "guess_control", "live_of", "stop_following", "send_guess"]
+__all__ = ["POLL_S", "ASK_CODE", "JOIN", "REFRESH", "LIVE", "STOP", "join_class", "refresh_class", "live_of",
+           "stop_following", "send_guess"]

@@ -19,6 +19,20 @@ from components.serving.classroom import RoomStore
 PATH = "class"
 IDS_KEY = "sd-class-ids"            # the browser's storage of its student ids, per class code
 CODE_JS = "(code, ids) => [new URLSearchParams(window.location.search).get('class') || '', ids]"
+# the page's timer: the room's stage key from the app's /class/stage (no gradio event); only a new key reaches the
+# server's handlers (the box's change event), so "nothing new" costs the server one dictionary lookup
+POLL_JS = """
+async (code, seen) => {
+  if (!code) return seen;
+  const base = window.location.pathname.replace(/class\\/?$/, "");
+  try {
+    const r = await fetch(base + "class/stage?code=" + encodeURIComponent(code), {cache: "no-store"});
+    return r.ok ? (await r.text()) : seen;
+  } catch (e) {
+    return seen;
+  }
+}
+"""
 # in the page's <head>: an address of the app with ?class=CODE opens the students' page (before gradio loads)
 CLASS_REDIRECT = """<script>
 (function () {
@@ -66,7 +80,8 @@ def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
             live_html = gr.HTML("")
             live_plot = gr.Plot(show_label=False)
         timer = gr.Timer(st.POLL_S, active=False)
-        states = {name: gr.State(None) for name in ("me", "stage", "figures_key", "guess_key", "live_key")}
+        states = {name: gr.State(None) for name in ("me", "live_key")}
+        states.update(code=gr.Textbox("", visible=False), stage=gr.Textbox("", visible=False))
         parts = {"title": title, "status": status, "form": form, "chapter": chapter, "text": text, "note": note,
                  "plot1": plot1, "slider": slider, "radio": radio, "answer": answer, "histogram": histogram,
                  "plot2": plot2, "live": live, "live_html": live_html, "live_plot": live_plot, "timer": timer,
@@ -79,14 +94,10 @@ def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
     # on load: join with the code the page's address names (read in the browser); or the code typed in
     page.load(joining, [code_url, parts["ids"]], out(st.JOIN), js=CODE_JS, api_name="class_join", **quick)
     gr.on([join.click, code_in.submit], joining, [code_in, parts["ids"]], out(st.JOIN), **quick)
-    # following the room: the timer reads its stage; each key that changed redraws its part
-    timer.tick(functools.partial(st.poll_class, store), [me], [parts["stage"]], api_name="class_poll", **quick)
+    # following the room: the timer reads its stage key (in the browser); a new key redraws the page
+    timer.tick(None, [parts["code"], parts["stage"]], [parts["stage"]], js=POLL_JS, **quick)
     parts["stage"].change(functools.partial(st.refresh_class, store), [me], out(st.REFRESH),
                           api_name="class_refresh", **quick)
-    parts["figures_key"].change(functools.partial(st.figures_of, store), [me], out(st.FIGURES),
-                                api_name="class_figures", **quick)
-    parts["guess_key"].change(functools.partial(st.guess_control, store), [me], out(st.GUESS),
-                              api_name="class_guess_control", **quick)
     parts["live_key"].change(functools.partial(st.live_of, store), [me], out(st.LIVE), **quick)
     parts["gone"].change(st.stop_following, [parts["gone"]], out(st.STOP), **quick)
     send.click(functools.partial(st.send_guess, store), [me, slider, radio], [status], api_name="class_send", **quick)
