@@ -142,13 +142,14 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     assert store.lead(code, secret).chapter == 2
 
 
-def test_a_refresh_is_one_event_of_plain_values_unless_the_run_changed(store, lead):
-    """A lock: one refresh, every output a plain value (no gradio update, which costs the server a component per
-    output); a new run: the guess control set up again."""
+def test_a_refresh_is_one_event_of_plain_values_unless_the_chapter_changed(store, lead):
+    """A run, a lock: one refresh each, every output a plain value (no gradio update, which costs the server a
+    component per output); another chapter: the guess control set up again."""
     pg = Page(store, lead["code"])
+    assert isinstance(pg.shown["slider"], gr.Slider)                     # set up on joining
     ld.publish_run(store, lead, 1, run_outputs(), None)
     pg.tick()
-    assert isinstance(pg.shown["slider"], gr.Slider)                     # set up for the new run
+    assert not any(isinstance(v, gr.components.Component) or v == SKIP for v in pg.sent[-1])
     n = len(pg.sent)
     ld.lock_guesses(store, lead)
     assert pg.tick()
@@ -156,6 +157,9 @@ def test_a_refresh_is_one_event_of_plain_values_unless_the_run_changed(store, le
     assert len(new) == 2 and len(new[1]) == len(st.REFRESH)          # the poll's key, then one refresh
     assert not any(isinstance(v, gr.components.Component) or v == SKIP for v in new[1])
     assert pg.shown["slider"] == 1.0 and pg.props("slider")["maximum"] == 8.0
+    ld.follow_chapter(store, lead, 3)
+    pg.tick()
+    assert isinstance(pg.shown["radio"], gr.Radio) and pg.props("radio")["visible"]
 
 
 def test_a_reload_keeps_the_student_and_the_guess(store, lead):

@@ -64,23 +64,38 @@ class Conn:
         self.host, self.port = where.hostname or "127.0.0.1", where.port or 80
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.lock = asyncio.Lock()              # one request at a time on a connection (HTTP/1.1, no pipelining)
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n")
-        self.writer.write(head.encode("ascii") + body)
-        try:
-            return await self._answer()
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            self.writer.close()
-            self.reader = self.writer = None
-            raise
+        """The answer's status and body. A connection the server closed while idle (its keep-alive timeout: nothing
+        of the request was read) is opened again once."""
+        async with self.lock:
+            return await self._request(method, path, body)
+
+    async def _request(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        for attempt in (1, 2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+            try:
+                self.writer.write(head.encode("ascii") + body)
+                return await self._answer()
+            except (ConnectionError, EOFError) as e:
+                self.close()
+                if attempt == 2:
+                    raise OSError(f"the app closed the connection: {e}") from None
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                self.close()
+                raise
+        raise AssertionError("unreachable")
 
     async def _answer(self) -> tuple[int, bytes]:
         assert self.reader is not None
-        status = int((await self.reader.readline()).split()[1])
+        line = await self.reader.readline()
+        if not line:
+            raise EOFError("closed before the answer")
+        status = int(line.split()[1])
         length, chunked = None, False
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, v = line.decode("latin-1").partition(":")
@@ -100,6 +115,7 @@ class Conn:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        self.reader = self.writer = None
 
 
 class Page:

@@ -8,8 +8,7 @@ change a student sees) and puts it in a hidden box: unchanged ("nothing new"), n
 sent and nothing is redrawn; changed, the box's change event asks ``refresh_class`` for the page: one event, its
 outputs plain values (the texts, the figures as the JSON the room made once, the guess control's value). A gradio
 update, even gr.skip(), costs the server a new component and its config for every output (measured: ≈ 2 ms per
-output, against ≈ 0.4 ms for a value), so the guess control is set up with updates only when the chapter or the
-run changed.
+output, against ≈ 0.4 ms for a value), so the guess control is set up with updates only when the chapter changed.
 
 The handlers are module-level functions (the room store passed in) that the tests call without a browser:
 ``join_class`` (on load, or the code typed in), ``refresh_class``, ``live_of``, ``stop_following`` and
@@ -158,9 +157,9 @@ def _figures(view: StudentView) -> tuple[PlotData, PlotData, PlotData]:
 
 
 def _guess_controls(view: StudentView, configure: bool) -> tuple[Any, Any]:
-    """(slider, radio): set to this student's guess on this run, else where the control starts. ``configure`` (a
-    new chapter or run): the chapter's control shown and set up, the other hidden (updates); otherwise their values
-    only (plain values: a gradio update costs the server a new component per output)."""
+    """(slider, radio): set to this student's guess on this run, else where the control starts. ``configure`` (another
+    chapter): the chapter's control shown and set up, the other hidden (updates); otherwise their values only (plain
+    values: a gradio update costs the server a new component per output)."""
     g = class_chapter(view.chapter).guess
     label = f"your guess: {g.label}"
     if g.choices:
@@ -178,7 +177,7 @@ def _guess_controls(view: StudentView, configure: bool) -> tuple[Any, Any]:
 
 def refresh_class(store: RoomStore, me: Any) -> tuple:
     """The room changed: ``REFRESH``'s outputs — the texts, the figures and the guess control's value as plain values
-    (the control set up again only when the chapter or the run changed since ``me``), and the Live run's key."""
+    (the control set up again only when the chapter changed since ``me``), and the Live run's key."""
     who = _who(me)
     if who is None:
         return (gr.skip(),) * len(REFRESH)
@@ -187,7 +186,7 @@ def refresh_class(store: RoomStore, me: Any) -> tuple:
     except RoomError as e:
         return (gr.skip(), status_html(str(e), "problem"), *(gr.skip(),) * (len(REFRESH) - 3), bool(e.gone))
     ch = class_chapter(view.chapter)
-    configure = me.get("chapter") != view.chapter or me.get("run_no") != view.run_no
+    configure = me.get("chapter") != view.chapter
     plot1, histogram, plot2 = _figures(view)
     slider, radio = _guess_controls(view, configure)
     return (title_html(view.chapter, N, ch.title), _status(view), ch.text, _note(view), plot1, slider, radio,
