@@ -13,8 +13,8 @@ stream). The chapter: 3 ("Greedy: the baseline's text"), whose guess is a choice
 counted exactly.
 
 The script: everyone joins; the students poll idle for ``--idle`` seconds (what polling alone costs); the
-presenter moves the class to chapter 3 and runs it; every student, once its page shows the run, sends a guess
-(every fifth changes its mind and sends again, every tenth replays its send); once the presenter's count reads
+presenter moves the class to chapter 3 and runs it; every student, once its page shows the run, thinks for 2 to
+12 s and sends a guess (every fifth changes its mind and sends again, every tenth replays its send); once the presenter's count reads
 them all, the presenter reveals and then moves on to chapter 4. Checked: the histogram every student is sent is
 one and the same, and counts exactly the last guess of each student (none lost, none twice); the presenter's
 count agrees. Reported: for each presenter action, the time from the room's change (the presenter's request
@@ -206,6 +206,13 @@ class Run:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+THINK_S = (2.0, 12.0)       # a student reads the run and thinks before sending (uniform, seeded per student)
+
+
+def think_s(i: int) -> float:
+    return random.Random(1000 + i).uniform(*THINK_S)
+
+
 def guesses_of(i: int) -> list[str]:
     """Student ``i``'s sends: a choice; every fifth changes its mind; every tenth replays its last send."""
     first = CHOICES[i % 2]
@@ -268,7 +275,7 @@ async def student_loop(s: Student, run: Run, code: str) -> None:
             await f.poll(code.replace("-", ""))
         except (OSError, asyncio.IncompleteReadError, ValueError, RuntimeError) as e:   # a browser tries again
             s.errors.append(f"poll: {type(e).__name__}: {e}"[:200])
-        if "run" in s.seen and not s.sent:
+        if "run" in s.seen and not s.sent and time.monotonic() >= s.seen["run"] + think_s(s.index):
             for guess in guesses_of(s.index):
                 said = text((await s.page.call("class_send", [None, f.slider, guess]))[0])
                 if not said.startswith("Sent"):
