@@ -3,23 +3,30 @@ headless chromium (the browser tests' set-up, ``tools/browser.py``) and save
 
 - ``docs/screenshot.png``: the Live tab after a greedy run of the default pair (full page);
 - ``docs/presenter.png``: the Replay tab in presenter mode at iteration 4 (1400 × 1560 px);
-- ``docs/learn.png``: the Learn tab's chapter 2 after its run and Reveal (full page).
+- ``docs/learn.png``: the Learn tab's chapter 2 after its run and Reveal (full page);
+- ``docs/class-reveal.png``: a class's Reveal on the presenter's page (presenter mode): chapter 1 run, eleven
+  students' guesses sent over HTTP as their pages send them, the class's answer and histogram.
 
-    make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn]
+    make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn class]
 
 The tests never write these files; this command is the one way they change.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.browser import (VIEWPORT, browser, chromium_missing, learn_reveal, learn_run, open_page, presenter_replay_at,
-                           run_live)
+import httpx
+
+from tools.browser import (VIEWPORT, browser, chromium_missing, class_histogram, class_start, learn_reveal, learn_run,
+                           open_page, presenter_replay_at, run_live)
+from tools.classload import Page, fn_table
 from tools.loadtest import ROOT, start_app
 
 LIVE_PROMPT = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs sleep on the warm red mat."
@@ -57,8 +64,47 @@ def _learn(b: Any, url: str, path: Path) -> None:
     pg.close()
 
 
+CLASS_GUESSES = (1.0, 1.25, 1.5, 1.5, 1.75, 2.0, 2.0, 2.5, 3.0, 4.0, 6.0)   # chapter 1: a forward over 8 tokens, in forwards
+
+
+async def _students_guess(url: str, code: str, run_done: threading.Event, guesses: Sequence[float]) -> None:
+    """Students on their pages' own events (``tools.classload``): join, and once the run is out, send a guess."""
+    fns = fn_table(url)
+    async with httpx.AsyncClient() as http:
+        pages = [Page(http, url, fns) for _ in guesses]
+        for page in pages:
+            await page.call("class_join", [code, None])
+        await asyncio.to_thread(run_done.wait, 300)
+        for page, guess in zip(pages, guesses):
+            await page.call("class_refresh", [None])          # the page draws the run (its chapter and run kept)
+            await page.call("class_send", [None, guess, None])
+        for page in pages:
+            page.conn.close()
+
+
+def _class(b: Any, url: str, path: Path) -> None:
+    pg = b.new_page(viewport={"width": 1400, "height": 1000})
+    pg.set_default_timeout(60_000)
+    pg.goto(url + "?presenter=1")
+    pg.wait_for_selector("#class-start")
+    code = class_start(pg).replace("-", "")
+    run_done = threading.Event()             # the students run in a thread of their own (playwright holds this one)
+    students = threading.Thread(target=asyncio.run, args=(_students_guess(url, code, run_done, CLASS_GUESSES),))
+    students.start()
+    learn_run(pg)
+    run_done.set()
+    students.join(300)
+    pg.wait_for_function(f"() => /Guesses in: {len(CLASS_GUESSES)} of/.test("
+                         "document.querySelector('#class-count')?.innerText)")
+    pg.click("#class-reveal")
+    class_histogram(pg)
+    time.sleep(1.0)                            # let the histogram finish drawing
+    pg.locator("#class-lead").screenshot(path=str(path))
+    pg.close()
+
+
 PICTURES = {"live": ("screenshot.png", _live), "presenter": ("presenter.png", _presenter),
-            "learn": ("learn.png", _learn)}
+            "learn": ("learn.png", _learn), "class": ("class-reveal.png", _class)}
 
 
 def take(url: str, out: Path, only: Sequence[str] = tuple(PICTURES)) -> list[Path]:
