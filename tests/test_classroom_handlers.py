@@ -357,3 +357,11 @@ def test_the_load_test_reads_the_pages_outputs_in_their_order():
     from tools import classload
     assert (classload.JOIN, classload.REFRESH) == (st.JOIN, st.REFRESH)
     assert classload.POLL_S == st.POLL_S and classload.STAGE_PATH == STAGE_PATH
+
+
+def test_the_presenter_is_told_when_the_class_is_gone(store, lead, clock):
+    clock.t += 3601
+    panel = ld.lead_poll(store, lead, -1)
+    code = lead["code"]
+    assert panel[0] is None and f"The class {code[:4]}-{code[4:]} has ended or expired" in panel[5]
+    assert plain(panel[9]) == {"active": False} and plain(panel[7]) == {"visible": True}     # Start again

@@ -32,7 +32,7 @@ from components.render.qr import qr_img
 from components.render.tokens import tokens_html
 from components.serving.classroom import (LOCKED, OPEN, REVEALED, WAITING, LeadView, LiveShown, Revealed, RevealJob,
                                           RoomError, RoomStore)
-from components.serving.classroom.codes import SECRET_BYTES, check_token, parse_code, shown_code
+from components.serving.classroom.codes import SECRET_BYTES, check_token, is_code, parse_code, shown_code
 from components.serving.messages import page_warning
 from components.serving.pairs import Pool
 
@@ -109,6 +109,13 @@ def _count(view: LeadView) -> str:
                       view.minutes_left)
 
 
+def _lost(e: RoomError, code: Any = None) -> str:
+    """A refusal in the presenter's words: a room that is gone has ended or expired (not "ask your presenter")."""
+    if e.gone and is_code(code):
+        return f"The class {shown_code(code)} has ended or expired: start a new one."
+    return str(e)
+
+
 def _no_class(message: str = "", kind: str = "problem") -> tuple:
     """The panel of a page that leads nothing (again): Start shown, the rest cleared."""
     return (None, None, "", "", "", status_html(message, kind) if message else "", gr.Row(visible=False),
@@ -152,7 +159,7 @@ def restore_lead(store: RoomStore, from_link: Any, stored: Any, base: Any) -> tu
             view = store.lead(code, secret)
         except RoomError as e:
             if said:
-                return (*_no_class(str(e)), *nav_skip)
+                return (*_no_class(_lost(e, lead.get("code") if isinstance(lead, dict) else None)), *nav_skip)
             continue
         lead = {"code": code, "secret": secret}
         return (*_panel(lead, view, where, "You lead this class again."), *go_to(view.chapter))
@@ -169,21 +176,22 @@ def lead_poll(store: RoomStore, lead: Any, seen: Any) -> tuple:
         code, secret = read_lead(lead)
         view = store.lead(code, secret)
     except RoomError as e:
-        return _no_class(str(e))
+        return _no_class(_lost(e, lead.get("code") if isinstance(lead, dict) else None))
     if view.version == seen:
         return _skip_panel()
     return (*(gr.skip(),) * 4, _count(view), *(gr.skip(),) * 5, view.version, gr.skip())
 
 
 def lock_guesses(store: RoomStore, lead: Any) -> tuple:
-    """Lock guessing (or open it again): the students' Send is disabled while locked."""
+    """Lock guessing (or open it again): while locked, a student's Send is refused with a line saying so."""
     try:
         code, secret = read_lead(lead)
         view = store.lead(code, secret)
         view = store.lock(code, secret, view.phase != LOCKED)
     except RoomError as e:
-        return _no_class(str(e)) if e.gone else (*_skip_panel()[:5], status_html(str(e), "problem"),
-                                                  *_skip_panel()[6:])
+        if e.gone:
+            return _no_class(_lost(e, lead.get("code") if isinstance(lead, dict) else None))
+        return (*_skip_panel()[:5], status_html(str(e), "problem"), *_skip_panel()[6:])
     said = "Guesses locked." if view.phase == LOCKED else "Guessing is open again."
     return _panel({"code": code, "secret": secret}, view, None, said)
 
