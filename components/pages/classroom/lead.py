@@ -205,6 +205,11 @@ def end_class(store: RoomStore, lead: Any) -> tuple:
     return _no_class("The class has ended.", "wait")
 
 
+def hide_results() -> Any:
+    """After the class ended: its last answer and histogram leave the page."""
+    return gr.Column(visible=False)
+
+
 def show_panel(presenter_on: Any, lead: Any) -> Any:
     """The class panel shows in presenter mode, and whenever the page leads a class."""
     return gr.Column(visible=bool(presenter_on) or bool(lead))
@@ -304,5 +309,5 @@ def push_live(store: RoomStore, lead: Any, latest: Any) -> Any:
 
 
 __all__ = ["POLL_S", "base_url", "join_link", "lead_link", "read_lead", "parse_lead_param", "start_class",
-           "restore_lead", "lead_poll", "lock_guesses", "end_class", "show_panel", "follow_chapter", "publish_run",
-           "choose_setting", "reveal_to_class", "push_live", "N_PANEL", "LINK_LABEL", "PHASE_WORDS"]
+           "restore_lead", "lead_poll", "lock_guesses", "end_class", "hide_results", "show_panel", "follow_chapter",
+           "publish_run", "choose_setting", "reveal_to_class", "push_live", "N_PANEL", "LINK_LABEL", "PHASE_WORDS"]

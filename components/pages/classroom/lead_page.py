@@ -136,7 +136,7 @@ def wire_lead(demo: gr.Blocks, panel: LeadPanel, learn: LearnTab, presenter: gr.
                      **quick)
     panel.lock.click(functools.partial(ld.lock_guesses, store), [lead], out, api_name="class_lock", **quick)
     panel.end.click(functools.partial(ld.end_class, store), [lead], out, **quick).then(
-        lambda: gr.Column(visible=False), None, [results.column], **quick)
+        ld.hide_results, None, [results.column], **quick)
     panel.next.click(functools.partial(go_step, delta=1), [learn.chapter_list], learn.nav_outputs,
                      api_name="class_next", **quick)
     learn.chapter_list.change(functools.partial(ld.follow_chapter, store), [lead, learn.chapter_list],
