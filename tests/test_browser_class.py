@@ -3,15 +3,16 @@ one presenter page (presenter mode, Learn tab) and three student pages, each in 
 at phone size, 390 × 844, one joining by the code typed in). The students follow the presenter to the next
 chapter, see the presenter's run, each send a guess; the presenter's count reads 3; Reveal shows the three guesses
 and the measured value on all four pages; a student's page has no control that moves the class; a wrong code gets
-a clear message; the phone never scrolls sideways."""
+a clear message; the phone never scrolls sideways; axe-core finds no critical or serious problem on the phone's
+page or the presenter's after the Reveal."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from tools.browser import (VIEWPORT, browser, chromium_missing, class_histogram, class_join, class_start,
-                           class_status, learn_run)
+from tools.browser import (VIEWPORT, axe_violations, browser, chromium_missing, class_histogram, class_join,
+                           class_start, class_status, learn_run)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -91,6 +92,7 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
             assert "the answer is out" in pg.inner_text("#class-status")
         assert "This run:" in lead.inner_text("#class-answer")
         assert phone.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        assert axe_violations(phone) == [] and axe_violations(lead) == []     # no critical or serious problem
 
         # a reload keeps the student and the guess sent
         laptop.reload()

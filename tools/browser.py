@@ -288,6 +288,7 @@ def class_status(pg: Any, pattern: str, timeout_s: float = 30) -> str:
 
 
 def class_histogram(pg: Any, timeout_s: float = 60) -> dict:
-    """The class's histogram once drawn on the page: {"title", "guesses" (the bars' total), "measured"}."""
-    pg.wait_for_function(f"() => ({CLASS_HISTOGRAM_JS})() !== null", timeout=timeout_s * 1000)
+    """The class's histogram once a Reveal has drawn it on the page (before, a student's page shows a placeholder
+    without bars): {"title", "guesses" (the bars' total), "measured"}."""
+    pg.wait_for_function(f"() => /guesses:/.test(({CLASS_HISTOGRAM_JS})()?.title || '')", timeout=timeout_s * 1000)
     return pg.evaluate(f"() => ({CLASS_HISTOGRAM_JS})()")
