@@ -70,10 +70,10 @@ def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:
                 gr.Markdown(INTRO)
             with gr.Column(scale=1, min_width=220):
                 presenter = build_presenter_toggle()
-        ctx = lead_context(AppContext(pool=pool, latest_trace=gr.State(None)), store)
+        ctx, lead_stored = lead_context(AppContext(pool=pool, latest_trace=gr.State(None)), store)
         with gr.Tabs() as tabs:
             with gr.Tab("Learn", id="learn"):
-                lead_panel = build_lead_panel()
+                lead_panel = build_lead_panel(lead_stored)
                 learn = build_learn_tab(ctx)
             with gr.Tab("Live", id="live"):
                 build_live_tab(ctx, demo)

@@ -3,7 +3,8 @@ one presenter page (presenter mode, Learn tab) and three student pages, each in 
 at phone size, 390 × 844, one joining by the code typed in). The students follow the presenter to the next
 chapter, see the presenter's run, each send a guess; the presenter's count reads 3; Reveal shows the three guesses
 and the measured value on all four pages; a student's page has no control that moves the class; a wrong code gets
-a clear message; the phone never scrolls sideways; axe-core finds no critical or serious problem on the phone's
+a clear message; the phone never scrolls sideways; a reload keeps a student's guess and the presenter's room;
+ending the class tells every student; axe-core finds no critical or serious problem on the phone's
 page or the presenter's after the Reveal."""
 from __future__ import annotations
 
@@ -94,7 +95,16 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
         assert phone.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
         assert axe_violations(phone) == [] and axe_violations(lead) == []     # no critical or serious problem
 
-        # a reload keeps the student and the guess sent
+        # a reload keeps the student and the guess sent, and the presenter's room
         laptop.reload()
         class_status(laptop, "Your guess: 2 \\(sent\\)")
         class_histogram(laptop)
+        lead.reload()
+        lead.wait_for_function("(code) => document.querySelector('#class-code')?.innerText.includes(code)", arg=code)
+        lead.wait_for_function("() => /Guesses in: 3 of 3/.test(document.querySelector('#class-count')?.innerText)")
+
+        # the class ends: every student's page says so and offers the code field again
+        lead.click("#class-end")
+        for pg in students:
+            class_status(pg, "There is no class", 15)
+            pg.wait_for_selector("#class-join-form", state="visible")

@@ -78,8 +78,9 @@ class LeadPanel:
                 self.link, self.timer, self.seen, self.lock]
 
 
-def build_lead_panel() -> LeadPanel:
-    """The class panel (call inside the Learn tab, above the chapters)."""
+def build_lead_panel(stored: gr.BrowserState) -> LeadPanel:
+    """The class panel (call inside the Learn tab, above the chapters); ``stored``: the browser's storage of the class
+    the page leads (``lead_context`` makes it at the page's top, where it is mounted whatever tab opens first)."""
     with gr.Column(visible=False, elem_id="class-lead") as column:
         gr.Markdown("**Teach a class**: students follow this chapter on their phones, guess, and see the class's "
                     "guesses against your run when you reveal.", elem_classes=["sd-keys-hint"])
@@ -101,11 +102,11 @@ def build_lead_panel() -> LeadPanel:
         with gr.Accordion("Presenter link", open=False):
             link = gr.Textbox("", label=ld.LINK_LABEL, visible=False, elem_id="class-lead-link", interactive=False,
                               buttons=["copy"])
-        timer = gr.Timer(ld.POLL_S, active=False)
-        seen = gr.State(-1)
-        stored = gr.BrowserState(None, storage_key=LEAD_KEY)
-        base = gr.Textbox(visible=False)
-        from_link = gr.Textbox(visible=False)
+    # outside the panel, which stays unmounted while hidden (and a hidden component gets no value from its browser)
+    timer = gr.Timer(ld.POLL_S, active=False)
+    seen = gr.State(-1)
+    base = gr.Textbox(visible=False)
+    from_link = gr.Textbox(visible=False)
     return LeadPanel(column, start, code, join, count, status, controls, lock, reveal, nxt, live, end, link, timer,
                      seen, stored, base, from_link, results)
 
@@ -162,12 +163,13 @@ def learn_setting(block: ChapterBlock) -> Any:
     return block.setting if ch.setting is not None and ch.setting.at_reveal else None
 
 
-def lead_context(ctx: AppContext, store: RoomStore) -> AppContext:
-    """``ctx`` with the page's lead (a gr.State; call inside the Blocks) and the hook that hands the Learn tab's runs
-    to the room."""
+def lead_context(ctx: AppContext, store: RoomStore) -> tuple[AppContext, gr.BrowserState]:
+    """``ctx`` with the page's lead (a gr.State) and the hook that hands the Learn tab's runs to the room, and the
+    browser's storage of the lead (a reload keeps the room). Call at the top of the page's Blocks: a component in a
+    hidden column or a tab not yet shown is not mounted, and a BrowserState that is not mounted reads nothing."""
     ctx.class_lead = gr.State(None)
     ctx.on_learn_run = functools.partial(ld.publish_run, store)
-    return ctx
+    return ctx, gr.BrowserState(None, storage_key=LEAD_KEY)
 
 
 __all__ = ["LeadPanel", "ClassResults", "build_lead_panel", "wire_lead", "lead_context",
