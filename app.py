@@ -5,8 +5,9 @@
 ``build_demo(pool)`` assembles the tabs (Learn, Live, Replay, then the teaching tabs; ``?tab=<id>`` opens one,
 ``?tab=learn&chapter=N`` a chapter of the lesson), wires their events and adds
 the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
-``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
-Nothing is loaded at import time.
+``main()`` loads the bundled model (on CUDA when available), warms it up, starts the one-time calibration of this
+machine's costs in the background (``components/serving/calibrate.py``: runs wait for it, with a note, instead of
+calibrating themselves) and launches with the queue on. Nothing is loaded or measured at import time.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from components.pages.replay import build_replay_tab
 from components.pages.teaching import add_teaching_tabs
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
+from components.serving.calibrate import start_calibration
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
 from components.serving.run_limits import RunLimits
@@ -103,6 +105,7 @@ def main() -> None:
     pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
+    start_calibration(pool)                # the cost policy's prices, measured once, in the background
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
