@@ -82,7 +82,7 @@ def test_bad_parameters_refuse_the_whole_link(params, message):
     assert any(message in p for p in link.problems), link.problems
 
 
-@pytest.mark.parametrize("name", [*LIVE_PARAMS, "run"])
+@pytest.mark.parametrize("name", [*LIVE_PARAMS, "run", "repro"])
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_values_in_every_parameter_are_refused_or_kept_as_plain_text(name, value):
     """Every parameter takes only what its control takes; only the prompt is free text (a textbox's value,
@@ -96,7 +96,7 @@ def test_hostile_values_in_every_parameter_are_refused_or_kept_as_plain_text(nam
         return
     assert link.settings is None and not link.run and link.problems
     with pytest.warns(UserWarning, match="not applied"):     # the toast (outside a request: a warning)
-        status = settings_from_url(SimpleNamespace(query_params=query))[-1]
+        status = settings_from_url(SimpleNamespace(query_params=query))[15]
     assert "<img" not in status and "<script" not in status and "<b>" not in status
     assert status.startswith('<div class="sd-status"')
 
@@ -106,7 +106,7 @@ def test_a_refused_link_warns_with_the_values_escaped_and_runs_nothing(monkeypat
     monkeypatch.setattr(gr, "Warning", lambda message, *a, **kw: shown.append(message))
     out = settings_from_url(SimpleNamespace(query_params={"k": ['<img src="x">'], "pair": ["<b>x</b>"],
                                                           "run": ["1"]}))
-    assert len(out) == 16 and out[14] is False
+    assert len(out) == 17 and out[14] is False and out[16] is None
     assert all(isinstance(v, type(gr.skip())) for v in out[:14])
     assert len(shown) == 1 and "&lt;img src=\"x\"&gt;" in shown[0] and "<img" not in shown[0]
     assert "&lt;b&gt;x&lt;/b&gt;" in shown[0] and "not applied" in shown[0]
@@ -120,9 +120,9 @@ def test_settings_from_url_fills_every_control_and_asks_for_the_run():
     assert out[:14] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
                         page_defaults().top_k, page_defaults().top_p, page_defaults().max_new_tokens, 9, True,
                         page_defaults().confidence_stop, 6, 3)
-    assert out[14] is True and "running" in out[15]
+    assert out[14] is True and "running" in out[15] and out[16] is None
     plain = settings_from_url(SimpleNamespace(query_params={}))
-    assert plain[14] is False and all(isinstance(v, type(gr.skip())) for v in plain[:14] + plain[15:])
+    assert plain[14] is False and all(isinstance(v, type(gr.skip())) for v in plain[:14] + plain[15:16])
     assert settings_from_url(None)[14] is False
 
 

@@ -7,7 +7,8 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 The run itself (pair, locks, limits, baseline) is ``session.run_session``, the same as /generate's; this
 module turns its events into page frames. The settings start at ``recommended_config()``, the same values
 as /generate's and the CLI's defaults, unless the page was opened from a link that carries settings
-(``?pair=…&k=…&run=1``, read and checked by ``links``); "copy link" writes the current settings as one.
+(``?pair=…&k=…&run=1``, read and checked by ``links``); "copy link" writes the current settings as one, with
+what the run depends on here (``repro``), and a link's run ends saying whether this server reproduces it exactly.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from components.render.base import instructive_index, resolve_index
 from components.render.figures import FIGURE_IDS, race_figure, timeline_figure
 from components.render.summary import summary_html
 from components.render.tokens import tokens_html
+from components.serving.calibrate import run_reference
 from components.serving.gpu import gpu_task
 from components.serving.inputs import check_prompt, make_config
 from components.serving.messages import page_error, page_warning
@@ -225,9 +227,11 @@ LINK_JS = """
 
 def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: Any, top_k: Any, top_p: Any,
               max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any, tree_nodes: Any = 0,
-              tree_top_k: Any = DEFAULT_TREE_TOP_K) -> str:
+              tree_top_k: Any = DEFAULT_TREE_TOP_K, *, pool: Pool | None = None) -> str:
     """"copy link": the current settings as a query string (with run=1) that opens the Live tab with them and
-    runs; a gr.Error when a setting is out of range or the link would not read back to the same settings."""
+    runs; a gr.Error when a setting is out of range or the link would not read back to the same settings.
+    Given the ``pool``, the link also names what the run depends on here (``repro``: the models, their
+    numerics, the K policy's prices), where that is known without loading or measuring anything."""
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
                       tree_top_k)
     prompt = check_prompt(prompt)
@@ -243,25 +247,47 @@ def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: An
     if back.problems or back.settings != settings:
         raise page_error("These settings cannot be written as a link: "
                          + ("; ".join(back.problems) or "they do not read back the same") + ".")
-    return query
+    repro = run_reference(pool, settings.pair, cfg) if pool is not None else None
+    return live_query(settings, repro=repro) if repro else query
 
 
 def settings_from_url(request: gr.Request | None) -> tuple:
     """On page load: the Live settings a link carries (``links``). Returns (current pair,
     pair selector, prompt, K, K policy, temperature, top-k, top-p, max new tokens, seed, chat template,
-    confidence stop, tree nodes, tree top-k, run at once, status); a refused link changes nothing, says why and runs nothing."""
+    confidence stop, tree nodes, tree top-k, run at once, status, the link's ``repro``); a refused link changes
+    nothing, says why and runs nothing."""
     skip = gr.skip()
     link = parse_live_query(getattr(request, "query_params", None) or {}, page_defaults())
     if link.problems:
         message = refusal_message(link.problems)
         page_warning(message)
-        return (*[skip] * 14, False, _status(message, "warn"))
+        return (*[skip] * 14, False, _status(message, "warn"), None)
     s = link.settings
     if s is None:
-        return (*[skip] * 14, False, skip)
+        return (*[skip] * 14, False, skip, None)
     return (s.pair, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed,
             s.chat, s.confidence_stop, s.tree_nodes, s.tree_top_k, link.run,
-            _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."))
+            _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."),
+            link.repro)
+
+
+SAME_AS_LINK = "Same models, numerics and prices as where this link was made: this is the link's trace (timings aside)."
+NOT_AS_LINK = ("This link was made where the models, their numerics or the K policy's prices differ (another server, "
+               "device, dtype or library version, or this server's calibration since a restart): the text is the "
+               "same under greedy decoding where the numerics agree; the iterations (K, drafts, verdicts) and, when "
+               "sampling, the tokens may differ.")
+UNTOLD = "Could not tell whether this server reproduces the link's run exactly (its prices are not measured yet)."
+
+
+def link_note(pool: Pool, repro: str | None, pair_key: Any, cfg: Any) -> str:
+    """After a link's run: whether this server reproduces the run where the link was made (``repro``), as a
+    status line ("" for a link that does not say)."""
+    if not repro:
+        return ""
+    here = run_reference(pool, pair_key, cfg)
+    if here is None:
+        return _status(UNTOLD, "warn")
+    return _status(SAME_AS_LINK, "ok") if here == repro else _status(NOT_AS_LINK, "warn")
 
 
 # --- layout -----------------------------------------------------------------------------------------
@@ -272,13 +298,23 @@ def _runner(pool: Pool) -> Callable[..., Iterator[tuple]]:
     return gpu_task(run)
 
 
-def _link_runner(runner: Callable[..., Iterator[tuple]]) -> Callable[..., Iterator[tuple]]:
-    """After a page load: the run a link asked for (run=1), the same handler as the Run button's; else nothing."""
-    def run_if_asked(asked: bool, *args: Any) -> Iterator[tuple]:
-        if asked:
-            yield from runner(*args)
-        else:
+def _link_runner(runner: Callable[..., Iterator[tuple]], pool: Pool) -> Callable[..., Iterator[tuple]]:
+    """After a page load: the run a link asked for (run=1), the same handler as the Run button's, its last status
+    saying whether this server reproduces the link's run exactly (``link_note``); else nothing."""
+    def run_if_asked(asked: bool, repro: str | None, *args: Any) -> Iterator[tuple]:
+        if not asked:
             yield (gr.skip(),) * (N_VIEW_OUTPUTS + 3)
+            return
+        last = None
+        for frame in runner(*args):
+            if last is not None:
+                yield last
+            last = frame
+        if last is not None:
+            pair, _, k, policy, temperature, top_k, top_p, max_new, seed = args[:9]
+            stop, tree_nodes, tree_top_k = args[14:17]
+            cfg = make_config(k, temperature, top_k, top_p, max_new, seed, policy, stop, tree_nodes, tree_top_k)
+            yield (*last[:-1], last[-1] + link_note(pool, repro, pair, cfg))
     return run_if_asked
 
 
@@ -290,6 +326,7 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     control = gr.State(new_control)
     current_pair = gr.State(first.pair)
     link_run = gr.State(False)
+    link_repro = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(value=first.prompt, label="prompt", lines=3, max_lines=12, elem_id="prompt")
@@ -337,7 +374,8 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
         html_btn = html_export_button()
         link_btn = gr.Button("copy link", elem_id="copy-link", scale=1, size="sm")
     html_export_file(html_btn, ctx.latest_trace)
-    link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace)",
+    link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace on this "
+                                "server)",
                           visible=False, interactive=False, buttons=["copy"], elem_id="copy-link-url")
     ctx.fold_in_presenter.append(settings)
     status = gr.HTML(_status("Press Run."), elem_id="status")
@@ -353,11 +391,13 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop,
                        tree_nodes, tree_top_k]
-    link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values), visible=True), settings_inputs, [link_box],
+    link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values, pool=pool), visible=True), settings_inputs,
+                   [link_box],
                    show_progress="hidden").success(None, [link_box], [link_box], js=LINK_JS)
     if page is not None:
-        page.load(settings_from_url, None, [current_pair, pair, *settings_inputs[1:], link_run, status],
-                  show_progress="hidden").then(_link_runner(runner), [link_run, *run_inputs], run_outputs,
+        page.load(settings_from_url, None, [current_pair, pair, *settings_inputs[1:], link_run, status, link_repro],
+                  show_progress="hidden").then(_link_runner(runner, pool), [link_run, link_repro, *run_inputs],
+                                               run_outputs,
                                                concurrency_limit=4, concurrency_id="live-run",
                                                show_progress="minimal", show_progress_on=[status])
     stop_btn.click(stop_live, inputs=[control], outputs=None, queue=False)
@@ -366,4 +406,4 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
 
 
 __all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer",
-           "page_defaults", "copy_link", "settings_from_url"]
+           "page_defaults", "copy_link", "settings_from_url", "link_note"]
