@@ -6,17 +6,17 @@ The cost-aware K policy (the default) prices every run with costs fixed before t
 target's lock (no run or experiment times the model meanwhile):
 
   1. the bundled target's verify curve, 1 … the recommended K cap + 1 tokens fed;
-  2. the trained feature draft's costs (the default pair), 3. prompt lookup's, 4. the token-only draft's
-     (a draft step, a catch-up forward per token, the host time per iteration greedy and sampling, a tree
-     level and a tree iteration's host time);
+  2. the trained feature draft's costs (the default pair: a draft step, a catch-up forward per token, the host
+     time per iteration greedy and sampling, a tree level and a tree iteration's host time);
   -- start-up proper ends here: every run waits for it --
-  5. the verify curve's larger sizes, up to what the page allows (K 16, trees of 32 nodes), appended to the
-     stored sizes (which keep their prices); 6. the self-draft's costs (every draft step a target forward).
-     Both let waiting runs through between timed rounds.
+  3. prompt lookup's costs, 4. the token-only draft's; 5. the verify curve's larger sizes, up to what the page
+     allows (K 16, trees of 32 nodes), appended to the stored sizes (which keep their prices); 6. the
+     self-draft's costs (every draft step a target forward). 5 and 6 let waiting runs through between timed
+     rounds.
 
-``wait_for_calibration`` is the session's side: while jobs 1-4 run every run waits, showing
+``wait_for_calibration`` is the session's side: while jobs 1-2 run every run waits, showing
 "Calibrating this machine's costs (one-time, ~N s)…"; after that a run waits only while its own prices are still
-to come (a K above the cap, a tree, the self-draft). So no run is priced with a half-finished calibration, and
+to come (another pair, a K above the cap, a tree). So no run is priced with a half-finished calibration, and
 no run measures anything while the start-up does.
 """
 from __future__ import annotations
@@ -62,8 +62,8 @@ def default_jobs() -> list[Job]:
     return [Job("the target's verify curve", PAIR_FEATURE, FIRST_SIZES,
                 _verify_weight(1, FIRST_SIZES, calibration.DEFAULT_REPEATS), True),
             Job("the feature draft's costs", PAIR_FEATURE, 0, 65, True),     # weights: as measured here (a
-            Job("prompt lookup's costs", PAIR_NGRAM, 0, 55, True),           # loaded day, t(1) ≈ 200 ms)
-            Job("the token-only draft's costs", PAIR_TRAINED, 0, 65, True),
+            Job("prompt lookup's costs", PAIR_NGRAM, 0, 55, False),          # loaded day, t(1) ≈ 200 ms)
+            Job("the token-only draft's costs", PAIR_TRAINED, 0, 65, False),
             Job("the verify curve's larger sizes", PAIR_FEATURE, ALL_SIZES,
                 _verify_weight(FIRST_SIZES - calibration.EXTEND_OVERLAP + 1, ALL_SIZES, calibration.EXTEND_REPEATS),
                 False),
