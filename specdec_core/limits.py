@@ -23,6 +23,8 @@ MAX_TREE_NODES = 32           # drafted nodes of a token tree per iteration
 MAX_TREE_TOP_K = 8            # a tree's children per node
 MAX_TRACE_BYTES = 5 * 1024 * 1024   # an uploaded or posted trace
 SHOWN_CHARS = 80              # a refused value is quoted up to this many characters
+K_POLICIES = ("fixed", "heuristic", "cost")   # how K is chosen each iteration (``policy.kpolicy``)
+SAMPLERS = ("standard", "coupled")          # how sampled tokens are drawn and drafts verified (``coupling``)
 
 
 class InputError(ValueError):
@@ -103,6 +105,12 @@ def check_tree_top_k(value: Any) -> int:
     return whole("tree top-k (children per node)", value, 1, MAX_TREE_TOP_K)
 
 
+def check_sampler(value: Any) -> str:
+    if not isinstance(value, str) or value not in SAMPLERS:
+        raise InputError(f"sampler must be one of {', '.join(SAMPLERS)}, got {shown(value)}")
+    return value
+
+
 def check_prompt(value: Any) -> str:
     """The prompt as given, if it is non-empty text of at most MAX_PROMPT_CHARS characters."""
     if value is not None and not isinstance(value, str):
@@ -140,17 +148,19 @@ def check_context(prompt_tokens: int, max_new_tokens: int, context: int | None) 
 
 
 def check_run(*, k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
-              confidence_stop: Any, tree_nodes: Any, tree_top_k: Any) -> dict[str, Any]:
+              confidence_stop: Any, tree_nodes: Any, tree_top_k: Any, sampler: Any = "standard") -> dict[str, Any]:
     """A run's numeric settings, checked in one order everywhere; returns them as clean Python values (the
     keyword names of ``SpecConfig``)."""
     return {"k": check_k(k), "temperature": check_temperature(temperature), "top_k": check_top_k(top_k),
             "top_p": check_top_p(top_p), "max_new_tokens": check_max_new_tokens(max_new_tokens),
             "seed": check_seed(seed), "confidence_stop": check_confidence_stop(confidence_stop),
-            "tree_nodes": check_tree_nodes(tree_nodes), "tree_top_k": check_tree_top_k(tree_top_k)}
+            "tree_nodes": check_tree_nodes(tree_nodes), "tree_top_k": check_tree_top_k(tree_top_k),
+            "sampler": check_sampler(sampler)}
 
 
 __all__ = ["InputError", "MAX_PROMPT_CHARS", "MAX_SEED", "MAX_K", "MAX_NEW_TOKENS", "MAX_TEMPERATURE", "MAX_TOP_K",
            "MAX_CONFIDENCE_STOP", "MAX_TREE_NODES", "MAX_TREE_TOP_K", "MAX_TRACE_BYTES", "shown", "whole",
            "number", "check_k", "check_temperature", "check_top_k", "check_top_p",
            "check_max_new_tokens", "check_seed", "check_confidence_stop", "check_tree_nodes", "check_tree_top_k",
+           "check_sampler", "K_POLICIES", "SAMPLERS",
            "check_prompt", "check_run", "context_length", "check_context"]

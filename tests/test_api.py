@@ -155,7 +155,7 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k"]
+                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k", "sampler"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]
@@ -191,3 +191,30 @@ def test_wrong_values_through_gradio_client_give_the_ui_message(client):
         client.predict(prompt=PROMPT, temperature=None, api_name="/generate")
     with pytest.raises(AppError, match="invalid trace"):
         client.predict(trace='{"schema": "specdec-trace/1"}', api_name="/validate_trace")
+
+
+def test_generate_with_the_coupled_sampler_keeps_the_baselines_sample(pool):
+    """sampler="coupled": the sampled text is the coupled baseline's for the same seed, and the summary says so;
+    the standard rule at the same seed draws another sample (the same distribution)."""
+    args = dict(prompt="Write a short poem about the sea.", pair="bundled|ngram", temperature=0.8, seed=3,
+                max_new_tokens=12, baseline=True, k_policy="fixed", k=3)
+    trace, summary = generate(pool, **args, sampler="coupled")
+    assert trace["config"]["sampler"] == "coupled"
+    assert trace["new_token_ids"] == trace["baseline"]["new_token_ids"] and "identical to baseline: yes" in summary
+    standard, _ = generate(pool, **args)
+    assert "sampler" not in standard["config"]                  # the standard rule is recorded as before
+    with pytest.raises(gr.Error, match=r"sampler must be one of standard, coupled, got 'nope'"):
+        generate(pool, prompt=PROMPT, sampler="nope")
+
+
+def test_the_app_serves_its_page_gzipped(app_server):
+    """The page (about 1 MB of HTML) goes gzip-compressed to a browser that asks (``serving.compression``)."""
+    import gzip
+    import urllib.request
+    req = urllib.request.Request(app_server.url, headers={"Accept-Encoding": "gzip, deflate, br"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        body = r.read()
+    page = gzip.decompress(body)
+    assert b'id="learn-title"' in page or b"learn-title" in page
+    assert len(body) < len(page) / 3

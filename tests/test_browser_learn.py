@@ -50,14 +50,34 @@ def _guess_and_reveal(pg, n: int) -> str:
     return learn_reveal(pg)
 
 
+def _untouched_reveal(pg) -> str:
+    """Reveal with the guess as the page set it (never moved): the answer block's text."""
+    learn_part(pg, "learn-reveal").click()
+    pg.wait_for_function(f"() => /Make your guess|Your guess/.test(({LEARN_CHAPTER_JS})?.querySelector("
+                         "'.learn-answer')?.innerText || '')")
+    return learn_part(pg, "learn-answer").inner_text()
+
+
+def _page_before_reveal(pg) -> str:
+    """Everything chapter 2 shows before Reveal: its note, and its figures' titles, annotations and hovers."""
+    figures = pg.evaluate(f"() => JSON.stringify({LEARN_PLOTS_JS}.map(d => [d.layout.title, d.layout.annotations, "
+                          "d.layout.xaxis, d.data.map(t => [t.hovertext, t.text, t.name])]))")
+    return learn_part(pg, "learn-note").inner_text() + figures
+
+
 def test_a_chapter_link_runs_reveals_and_the_keyboard_steps(chromium, app_server):
-    """?tab=learn&chapter=2 opens chapter 2; its run draws the anatomy; the revealed count of kept drafts is
-    the one the anatomy of that run shows; → and ← step the chapters."""
+    """?tab=learn&chapter=2 opens chapter 2; its run draws the anatomy without saying how many drafts will be
+    kept; Reveal on the untouched guess asks for a guess; the revealed count of kept drafts is the one the anatomy
+    of that run then shows; → and ← step the chapters."""
     pg = _fresh(chromium, app_server.url + "?tab=learn&chapter=2")
     try:
         _title(pg, 2)
         assert pg.locator(LEARN_SHOWN).count() == 1 and "draft" in learn_part(pg, "learn-text").inner_text()
         learn_run(pg)
+        shown = _page_before_reveal(pg)
+        assert "accepted" not in shown and "kept" not in shown and "✓" not in shown and "reject" not in shown
+        first = _untouched_reveal(pg)
+        assert "Make your guess first" in first and "right" not in first
         answer = _guess_and_reveal(pg, 2)
         kept, n = map(int, re.search(r"This run: (\d+) of (\d+) kept", answer).groups())
         subtitle = pg.evaluate(f"() => {LEARN_PLOTS_JS}.map(d => d.layout.title.text).find(t => t.startsWith('Anatomy'))")
@@ -89,6 +109,8 @@ def test_every_chapter_from_a_fresh_page(chromium, app_server):
             assert len(learn_part(pg, "learn-text").inner_text().split()) > 40
             assert learn_part(pg, "learn-link").inner_text().endswith(f"?tab=learn&chapter={n}")
             learn_run(pg)
+            untouched = _untouched_reveal(pg)
+            assert "Make your guess first" in untouched and "right" not in untouched, (n, untouched)
             answer = _guess_and_reveal(pg, n)
             assert "Your guess:" in answer and "Why:" in answer, (n, answer)
             titles = " | ".join(pg.evaluate(f"() => {LEARN_PLOTS_JS}.map(d => d.layout.title.text)"))
@@ -110,5 +132,35 @@ def test_every_chapter_from_a_fresh_page(chromium, app_server):
         pg.wait_for_function("() => document.body.classList.contains('sd-presenter')")
         px = pg.evaluate(f"() => parseFloat(getComputedStyle(({LEARN_CHAPTER_JS}).querySelector('.learn-text p')).fontSize)")
         assert px >= 22, px
+    finally:
+        pg.close()
+
+
+PHONE = {"width": 390, "height": 844}
+ORDER = ("learn-text", "learn-run", "learn-plot", "learn-guess", "learn-reveal", "learn-answer")
+
+
+def test_a_phone_reads_a_chapter_top_to_bottom_without_sideways_scroll(chromium, app_server):
+    """At 390 × 844: the title in one or two lines, the chapter list folded, then text → Run → figure → guess →
+    Reveal → answer → Next, Run within ~1,600 px of the top, nothing wider than the screen."""
+    pg = chromium.new_page(viewport=dict(PHONE), is_mobile=True, has_touch=True)
+    pg.set_default_timeout(30_000)
+    try:
+        pg.goto(app_server.url + "?tab=learn&chapter=2")
+        _title(pg, 2)
+        pg.wait_for_function("() => !document.querySelector('#learn-list') || "
+                             "document.querySelector('#learn-list').offsetParent === null")     # folded
+        assert pg.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        assert pg.locator("#learn-title").bounding_box()["height"] <= 140
+
+        def top(cls: str) -> float:
+            return pg.evaluate(f"() => ({LEARN_CHAPTER_JS}).querySelector('.{cls}').getBoundingClientRect().top "
+                               "+ window.scrollY")
+        tops = [top(c) for c in ORDER]
+        assert tops == sorted(tops), dict(zip(ORDER, tops))
+        assert tops[1] <= 1600, tops[1]
+        below = pg.evaluate("() => Math.max(...[...document.querySelectorAll('.learn-next')].filter(b => "
+                            "b.offsetParent !== null).map(b => b.getBoundingClientRect().top + window.scrollY))")
+        assert below > tops[-1]
     finally:
         pg.close()

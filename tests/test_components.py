@@ -314,3 +314,32 @@ def test_summary_flags_reduced_precision_and_missing_baseline(trace):
     h = summary_html(trace)
     assert "bfloat16" in h and "last bits" in h and "Tick" in h
     assert "after a run" in summary_html(None)
+
+
+def test_a_coupled_trace_says_which_rule_ran_and_shows_the_mismatch(bundled):
+    """Under the coupled rule the figures name the rule, and at a mismatch show the draft's token, the target's
+    sample and their p and q (no residual is drawn)."""
+    from components.render.anatomy import anatomy_figure
+    from components.render.figures import pq_figure, residual_figure
+    from components.render.summary import summary_html
+    from specdec_core import NGramDrafter, SpecConfig, baseline_generate, encode_prompt, speculative_generate
+    model, tok = bundled
+    ids = encode_prompt(tok, "Repeat exactly: red green blue, red green blue, red green blue.")
+    cfg = SpecConfig(k=4, temperature=1.0, max_new_tokens=16, seed=1, sampler="coupled")
+    trace = speculative_generate(model, NGramDrafter(), ids, cfg, tok)
+    trace.baseline = baseline_generate(model, ids, cfg, tok)
+    i = next(k for k, it in enumerate(trace.iterations) if it.resampled is not None and it.drafts)
+    it = trace.iterations[i]
+    anatomy = anatomy_figure(trace, i)
+    assert "③ accept iff it is the target's sample" in anatomy.layout.yaxis.ticktext
+    assert "coupled rule" in anatomy.layout.title.text
+    cells = " ".join(t for d in anatomy.data for t in d.text)
+    assert "the target's own" in cells and "norm(max(0" not in cells
+    res = residual_figure(trace, i)
+    assert "coupled rule" in res.layout.title.text
+    notes = [a.text for a in res.layout.annotations]
+    assert "the target's sample: written" in notes and res.data[0].name == "p (target)"
+    if it.drafts[it.resampled.position].token_id != it.resampled.token_id:
+        assert "the draft's token: rejected" in notes
+    assert "coupled rule" in pq_figure(trace, i).layout.title.text
+    assert "coupled sampler" in summary_html(trace)

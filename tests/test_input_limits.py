@@ -200,3 +200,11 @@ def test_the_command_line_and_advise_refuse_a_prompt_beyond_the_context_in_the_s
     path = _prompts_file(tmp_path, prompt)
     assert _advise(["--target", tiny_folder, "--draft", "ngram", "--prompts", path, "--tokens", "16"],
                    capsys) == f"--prompts {path}: prompt 1: {expected}"
+
+
+def test_an_unknown_sampler_gets_the_same_refusal_everywhere(tiny_pool, capsys):
+    expected = "sampler must be one of standard, coupled, got 'nope'"
+    assert _refusal(lambda: generate(tiny_pool, OK_PROMPT, pair="bundled|ngram", sampler="nope")) == expected
+    assert _refusal(lambda: run_lab(tiny_pool, "ngram", OK_PROMPT, True, 0.5, 1, 4, 0.0, 0, 1.0, 10, 1, False, False,
+                                    False, 1.0, False, "nope", progress=None)) == expected
+    assert _cli(["--prompt", OK_PROMPT, "--draft", "ngram", "--sampler", "nope"], capsys) == expected

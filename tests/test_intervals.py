@@ -179,3 +179,19 @@ def test_bench_aggregate_has_an_interval_over_prompts():
     agg = aggregate(comps, "j", "A vs B")
     iv = rounds_interval([c.ratio.median for c in comps])
     assert agg.ci == iv.to_list() and agg.verdict.startswith("pays here: ×")
+
+
+def test_the_interval_of_a_difference():
+    """Newcombe's hybrid score interval of two rates (wider than either rate's own) and Welch's t interval of two
+    means (scipy's ttest_ind(equal_var=False)); a constant sample on both sides has no spread."""
+    from scipy import stats
+
+    from specdec_core.intervals import mean_difference, rate_difference
+    d, lo, hi = rate_difference(30, 50, 20, 50)
+    assert d == pytest.approx(0.2) and lo == pytest.approx(0.0046, abs=1e-3) and hi == pytest.approx(0.3752, abs=1e-3)
+    a, b = [1.0, 2.0, 3.0, 4.5], [2.0, 3.0, 4.0, 5.0, 6.5]
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert mean_difference(a, b) == pytest.approx((-1.475, ci.low, ci.high))
+    assert mean_difference([4, 4, 4], [3, 3]) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError):
+        mean_difference([1.0], [1.0, 2.0])

@@ -15,8 +15,9 @@ from components.pages.learn import CHAPTERS
 from components.pages.learn import reveal as rv
 from components.pages.learn.book import words
 from components.pages.learn.nav import chapter_link, read_query, step, title_html
-from components.pages.learn.runs import BUGS, need
-from components.pages.learn.tab import N, go_step, go_to, open_from_url, reveal_chapter, run_chapter
+from components.pages.learn.runs import BUGS, NeedsRun, need
+from components.pages.learn.tab import (NO_GUESS, NOT_RUN, N, go_step, go_to, open_from_url, reveal_chapter,
+                                       run_chapter)
 from specdec_core import Trace
 
 TABS = ("learn", "live", "replay")
@@ -58,17 +59,17 @@ def _trace(temperature: float = 1.0, same_baseline: bool = True) -> Trace:
 
 # --- the chapters -----------------------------------------------------------------------------------------
 
-def test_eleven_short_chapters_each_with_a_guess_in_range():
-    assert N == len(CHAPTERS) == 11
+def test_eleven_short_chapters_each_with_a_guess_that_starts_nowhere():
+    """No guess carries a preset value (the control starts empty or at its minimum, and Reveal waits for the
+    learner to move it)."""
+    assert N == len(CHAPTERS) == 12
     assert [c.slug for c in CHAPTERS].index("trees") == [c.slug for c in CHAPTERS].index("k") + 1
     assert len({c.slug for c in CHAPTERS}) == N
     for c in CHAPTERS:
         assert words(c.text) <= 150, c.slug
         g = c.guess
-        if g.choices:
-            assert g.value in g.choices
-        else:
-            assert g.minimum <= g.value <= g.maximum and g.step > 0
+        assert not hasattr(g, "value")
+        assert g.choices or (g.minimum < g.maximum and g.step > 0)
         if c.setting is not None:
             assert c.setting.value in [v for _, v in c.setting.choices]
 
@@ -144,14 +145,17 @@ def test_a_setting_off_the_control_is_refused_and_escaped(number, setting):
     assert "must be one of" in str(e.value) and "<img" not in str(e.value)
 
 
-def test_reveal_needs_a_guess_and_the_run():
-    with pytest.raises(gr.Error, match="guess"):
-        reveal_chapter(None, 1, None, None)
-    with pytest.raises(gr.Error, match="Run this chapter first"):
-        reveal_chapter(None, 1, 2.0, None)
+def test_reveal_before_the_run_or_before_a_committed_guess_answers_in_one_friendly_line():
+    memo = {"verify_ms": [10.0 + i for i in range(16)]}
+    for out, line in ((reveal_chapter(None, 1, 2.0, None), NOT_RUN),                  # no run yet
+                      (reveal_chapter(None, 1, None, memo), NO_GUESS),                 # no guess
+                      (reveal_chapter(None, 1, 2.0, memo, touched=False), NO_GUESS)):  # the slider never moved
+        assert line in out[0] and "Your guess" not in out[0] and "sd-learn-wait" in out[0]
+        assert all(isinstance(f, type(gr.skip())) for f in out[1:])               # the figures stay as they are
+    assert "Your guess" in reveal_chapter(None, 1, 2.0, memo, touched=True)[0]
     with pytest.raises(gr.Error, match="no chapter"):
         run_chapter(None, N + 1)
-    with pytest.raises(gr.Error):
+    with pytest.raises(NeedsRun):
         need({"other": 1}, "trace")
 
 
@@ -204,36 +208,94 @@ def test_exact_answer_and_an_inconclusive_verdict_is_not_judged():
     a = rv.reveal_exact("biased", "<b>bug</b>", "biased", 0.1, 0.01, 1e-9)
     assert "right" in a and "<b>bug" not in a and "&lt;b&gt;bug" in a
     assert "not this time" in rv.reveal_exact("stays exact", "x", "biased", 0.1, 0.01, 1e-9)
-    assert "right" not in rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2)
+    c = rv.reveal_exact("stays exact", "x", "inconclusive", 0.02, 0.02, 0.2)
+    assert "can’t tell from this run" in c and "right" not in c and "Run longer" in c
 
 
-def test_temperature_answer_compares_the_hottest_with_the_coolest_run():
-    assert rv.acceptance_row(_trace())[:3] == (1.0, 6, 5)
-    assert rv.trend(0.5, 0.52) == "about the same" and rv.trend(0.5, 0.3) == "lower" and rv.trend(0.3, 0.5) == "higher"
-    rows = [(0.3, 100, 60, 0.6), (0.7, 100, 50, 0.5), (1.0, 50, 20, 0.4)]
-    a = rv.reveal_temperature("lower", rows)
-    assert "right" in a and "40% at T = 1 vs 60% at T = 0.3" in a
-    assert "not this time" in rv.reveal_temperature("about the same", rows)
+def test_temperature_answer_is_judged_by_the_interval_of_the_difference():
+    assert rv.acceptance_row(_trace()) == (1.0, [1.0, 1.0, 0.2, 1.0, 1.0, 5 / 6])
+    cool = [0.6 + 0.01 * (i % 5) for i in range(60)]          # mean 0.62, tight
+    lower = (0.3, cool), (1.0, [x - 0.3 for x in cool])         # clearly lower
+    a = rv.reveal_temperature("lower", lower)
+    assert "✓ right" in a and "lower: -30%" in a
+    assert "not this time" in rv.reveal_temperature("about the same", lower)
+    same = (0.3, cool), (1.0, [x + 0.01 for x in cool])         # a small, clear difference: higher and about the same
+    assert "✓ right" in rv.reveal_temperature("about the same", same)
+    assert "✓ right" in rv.reveal_temperature("higher", same)
+    noisy = (0.3, [0.0, 1.0, 0.2, 0.9]), (1.0, [0.1, 0.8, 1.0, 0.0])
+    c = rv.reveal_temperature("lower", noisy)
+    assert "can’t tell from this run" in c and "Run longer" in c and "right" not in c
     with pytest.raises(ValueError):
-        rv.reveal_temperature("lower", [(0.3, 0, 0, None), (1.0, 10, 5, 0.5)])
+        rv.reveal_temperature("lower", [(0.3, []), (1.0, [0.5, 0.5])])
 
 
-def test_speedup_answer_is_the_measured_speedup():
-    t = _trace()
-    s = (7 / 0.06) / (7 / 0.09)
-    a = rv.reveal_speedup(1.5, t, 1.8)
-    assert f"×{s:.2f}" in a and "right" in a and "×1.80" in a
+def _long_trace(n: int, iter_ms: float, base_token_ms: float, jitter: float = 0.0) -> Trace:
+    """``n`` iterations of K = 3, every draft accepted plus a bonus (4 tokens each, ``iter_ms`` each, alternately
+    ± ``jitter``), and a baseline of one ``base_token_ms`` forward per token: a speedup with a real interval."""
+    its, new = [], []
+    for i in range(n):
+        ids = [100 + 4 * i + j for j in range(4)]
+        ms = iter_ms + (jitter if i % 2 else -jitter)
+        its.append({"index": i, "start_len": 5 + 4 * i, "k": 3,
+                    "drafts": [_draft(t, f" w{t}", 0.9, 0.9, 0.5) for t in ids[:3]], "resampled": None,
+                    "bonus": {"token_id": ids[3], "text": f" w{ids[3]}", "p": 0.5}, "emitted": ids,
+                    "draft_ms": [1.0, 1.0, 1.0], "verify_ms": ms - 4.0, "other_ms": 1.0, "t_start_ms": iter_ms * i})
+        new += ids
+    wall = iter_ms * n
+    stats = {"new_tokens": 4 * n, "iterations": n, "drafted": 3 * n, "accepted": 3 * n, "acceptance_rate": 1.0,
+             "mean_tokens_per_iteration": 4.0, "target_forwards": n + 1, "draft_forwards": 3 * n, "wall_ms": wall,
+             "tokens_per_s": 4 * n / (wall / 1000), "prefill_ms": 0.0}
+    baseline = {"new_token_ids": new, "text": "b", "token_ms": [base_token_ms] * (4 * n),
+                "wall_ms": base_token_ms * 4 * n, "tokens_per_s": 1000 / base_token_ms, "target_forwards": 4 * n}
+    return Trace.from_dict({
+        "schema": "specdec-trace/1", "config": {"k": 3, "temperature": 0.0, "top_k": 0, "top_p": 1.0,
+                                                "max_new_tokens": 4 * n, "seed": 0, "drafter": "model"},
+        "prompt": "p", "prompt_ids": [1, 2, 3, 4, 5], "iterations": its, "new_token_ids": new, "text": "t",
+        "stats": stats, "baseline": baseline, "finish_reason": "length"})
 
 
-def test_draft_and_k_answers_name_the_measured_winner():
-    rows = [("prompt lookup", 1.3, 0.6), ("the feature-reading draft", 0.9, 0.4)]
-    assert "prompt lookup wins" in rv.reveal_draft("the feature-reading draft", rows)
-    assert "neither" not in rv.reveal_draft("x", rows)
-    assert "the feature-reading draft wins" in rv.reveal_draft("x", rows[::-1])
-    assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5), ("b", 0.8, 0.1)])
-    a = rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 11.0)], 8.0, [10.0, 10.0, 11.0, 14.0])
-    assert "best K = 2" in a and "right" in a and "×1.50" in a
-    assert "best K = 3" in rv.reveal_best_k(2, [(1, 10.0), (2, 12.0), (3, 13.0)], 8.0, [])
+def test_speedup_answer_is_judged_by_the_runs_interval():
+    t = _long_trace(12, 40.0, 20.0)                     # 4 tokens per 40 ms against 20 ms a token: ×2.00 exactly
+    a = rv.reveal_speedup(2.05, t, 2.4)
+    assert "×2.00" in a and "✓ right" in a and "×2.40" in a
+    assert "not this time" in rv.reveal_speedup(1.5, t, 2.4)
+    few = _long_trace(4, 40.0, 20.0)                    # too few iterations for the interval to decide
+    assert "can’t tell from this run" in rv.reveal_speedup(2.0, few, None)
+    noisy = _long_trace(12, 40.0, 20.0, jitter=15.0)    # the same ×2.00, iterations of 25 and 55 ms
+    assert "can’t tell from this run" in rv.reveal_speedup(2.0, noisy, None)
+
+
+def test_draft_answer_judges_a_winner_only_when_the_intervals_part():
+    from specdec_core.intervals import Interval
+    iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
+    rows = [("prompt lookup", 1.3, 0.6, iv(1.2, 1.4)), ("the feature-reading draft", 0.9, 0.4, iv(0.8, 1.0))]
+    assert "prompt lookup wins" in rv.reveal_draft("prompt lookup", rows) and "✓ right" in rv.reveal_draft("prompt lookup", rows)
+    assert "not this time" in rv.reveal_draft("the feature-reading draft", rows)
+    close = [("prompt lookup", 1.3, 0.6, iv(1.0, 1.6)), ("the feature-reading draft", 1.2, 0.4, iv(0.9, 1.5))]
+    c = rv.reveal_draft("prompt lookup", close)
+    assert "can’t tell" in c and "within the noise" in c
+    assert "neither beat the baseline" in rv.reveal_draft("x", [("a", 0.9, 0.5, iv(0.8, 0.95)), ("b", 0.6, 0.1, iv(0.5, 0.7))])
+
+
+def test_k_answer_counts_a_k_within_the_noise_of_the_best():
+    from specdec_core.intervals import Interval
+    iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
+    rows = [(1, 10.0, iv(1.1, 1.3)), (2, 12.0, iv(1.4, 1.6)), (3, 11.5, iv(1.35, 1.55)), (4, 8.0, iv(0.9, 1.1))]
+    a = rv.reveal_best_k(2, rows, 8.0, [10.0, 10.0, 11.0, 14.0])
+    assert "best K = 2" in a and "✓ right" in a and "×1.50" in a
+    assert "✓ right" in rv.reveal_best_k(3, rows, 8.0, []) and "K = 3 within its noise" in rv.reveal_best_k(3, rows, 8.0, [])
+    assert "not this time" in rv.reveal_best_k(4, rows, 8.0, [])
+    assert "can’t tell" in rv.reveal_best_k(4, [(2, 12.0, None), (4, 8.0, None)], 8.0, [])
+
+
+def test_costly_draft_answer_is_judged_by_the_runs_interval():
+    slow = _long_trace(12, 90.0, 20.0, jitter=2.0)      # 4 tokens per 90 ms against 20 ms a token: ×0.89
+    a = rv.reveal_costly_draft("slower", slow)
+    assert "×0.89" in a and "✓ right" in a
+    assert "not this time" in rv.reveal_costly_draft("faster", slow)
+    even = _long_trace(12, 80.0, 20.0, jitter=30.0)     # ×1.00, and iterations that vary a lot
+    b = rv.reveal_costly_draft("slower", even)
+    assert "can’t tell from this run" in b and "right" not in b and "not this time" not in b
 
 
 def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_the_rule():
@@ -249,7 +311,7 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
     # flat: the tree's verify is 2 × t(1) (12.5 ms), the chain's 1.2 × (8.33 ms); 7 ms of drafting and overhead
     flat = (4.5 / (1 + 7 / 12.5)) / (3.5 / (1 + 7 / (10 / 1.2)))
     a = rv.reveal_tree_gain(1.0, chain, tree, curve)
-    assert "+1.00 (4.50 vs 3.50)" in a and "right" in a and "y ~ p" in a
+    assert "+1.00 (4.50 vs 3.50; 95 % interval" in a and "can’t tell from this run" in a and "y ~ p" in a  # 2 each
     assert "over 9 tokens, costs 1.67 × the chain&#x27;s over 4" in a and f"×{flat:.2f} as fast" in a
     assert "the chain at 116.7 (×1.00)" in a            # the fixture's tokens/s, the same for both
     tree.iterations[0].emitted = [11]
@@ -257,7 +319,7 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
     for it in tree.iterations:
         it.tree.rule = "greedy"
     b = rv.reveal_tree_gain(1.0, chain, tree, curve)
-    assert "-1.00 (2.50 vs 3.50)" in b and "not this time" in b and "did not pay off" in b and "argmax p" in b
+    assert "-1.00 (2.50 vs 3.50;" in b and "can’t tell" in b and "did not pay off" in b and "argmax p" in b
     assert "over 4 tokens, as the chain" in b
     with pytest.raises(ValueError, match="measured up to 4"):
         rv.reveal_tree_gain(1.0, chain, tree, curve[:3])
@@ -265,6 +327,14 @@ def test_tree_answer_compares_tokens_per_iteration_prices_the_verify_and_names_t
         it.tree = None
     with pytest.raises(ValueError, match="no tree"):
         rv.reveal_tree_gain(1.0, chain, tree, curve)
+    long_chain = _long_trace(12, 40.0, 20.0)              # 4 tokens every iteration
+    long_tree = copy.deepcopy(long_chain)
+    long_tree.config["tree_nodes"] = 4
+    for i, it in enumerate(long_tree.iterations):
+        it.emitted = it.emitted + [999] * (i % 2)          # 4 or 5 tokens: +0.5 with a narrow interval
+        it.tree = SimpleNamespace(rule="target_draw")
+    assert "✓ right" in rv.reveal_tree_gain(0.5, long_chain, long_tree, curve)
+    assert "not this time" in rv.reveal_tree_gain(1.5, long_chain, long_tree, curve)
 
 
 def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):
@@ -283,19 +353,6 @@ def test_when_it_pays_reveal_prices_the_run_on_other_devices(monkeypatch):
         reveal_chapter(None, [c.slug for c in CHAPTERS].index("pays") + 1, 1.5, {"trace": no_base})
 
 
-def test_costly_draft_answer_uses_the_measured_speedup_and_c():
-    t = _trace()
-    a = rv.reveal_costly_draft("slower", t)
-    assert "(faster)" in a and "not this time" in a and "c = 0.20" in a
-    slow = copy.deepcopy(t)
-    slow.stats.tokens_per_s = 1.0
-    assert "(slower)" in rv.reveal_costly_draft("slower", slow) and "right" in rv.reveal_costly_draft("slower", slow)
-    even = copy.deepcopy(t)
-    even.stats.tokens_per_s = even.baseline.tokens_per_s * 1.02
-    b = rv.reveal_costly_draft("slower", even)
-    assert "about even" in b and "right" not in b and "not this time" not in b
-
-
 # --- the figures the lesson adds ------------------------------------------------------------------------------
 
 def test_forward_cost_figures():
@@ -305,6 +362,20 @@ def test_forward_cost_figures():
     assert len(forward_cost_figure([]).data) == 0
     assert list(baseline_forwards_figure([30.0, 10.0]).data[0].y) == [30.0, 10.0]
     assert len(baseline_forwards_figure([]).data) == 0
-    acc = acceptance_by_temperature_figure([(0.3, 10, 5, 0.6), (1.0, 0, 0, None)])
+    acc = acceptance_by_temperature_figure([(0.3, [0.4, 0.6]), (1.0, [])])
     assert list(acc.data[0].y) == [0.5, 0.0] and list(acc.data[0].x) == ["T = 0.3", "T = 1"]
+    assert acc.data[0].error_y.array[0] > 0
     assert len(acceptance_by_temperature_figure([]).data) == 0
+
+
+def test_coupled_answer_compares_the_three_texts_and_names_what_each_rule_paid():
+    std_a, std_b = _trace(0.8, same_baseline=False), _trace(0.8)
+    cpl_a, cpl_b = _trace(0.8), _trace(0.8)
+    a = rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    assert "This run:</b> all three identical" in a and "✓ right" in a and "differed" in a
+    assert "5 of 6" not in a and "83% of 6 tested drafts" in a          # accepted ÷ tested, each rule
+    cpl_b.new_token_ids = [1, 2, 3]
+    assert "not this time" in rv.reveal_coupled("all three identical", (std_a, std_b), (cpl_a, cpl_b))
+    from components.render.lab import acceptance_by_rule_figure
+    fig = acceptance_by_rule_figure([("draft", std_a, cpl_a)])
+    assert [t.name for t in fig.data] == ["standard rule", "coupled rule"] and fig.data[0].y[0] == pytest.approx(5 / 6)

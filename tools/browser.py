@@ -150,3 +150,99 @@ def learn_reveal(pg: Any, timeout_s: float = 120) -> str:
     pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-answer')?.innerText.includes('This run')",
                          timeout=timeout_s * 1000)
     return learn_part(pg, "learn-answer").inner_text()
+
+
+# Every visible Plotly figure on the page (or under ``root``): what a projector would show wrong. For each figure
+# (named by the id of its nearest element with one): legend entries whose boxes overlap, a legend over the title,
+# an axis title or an axis's tick labels, and the title, axis titles, tick labels, annotations or legend reaching
+# outside the figure's SVG (cut). Boxes are the browser's layout boxes of the drawn SVG text; 1 px of tolerance.
+FIGURE_PROBLEMS_JS = """
+(root) => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return {l: r.left, t: r.top, r: r.right, b: r.bottom}; };
+  const overlap = (a, b) => Math.min(a.r, b.r) - Math.max(a.l, b.l) > 1 && Math.min(a.b, b.b) - Math.max(a.t, b.t) > 1;
+  const inside = (a, o) => a.l >= o.l - 1 && a.t >= o.t - 1 && a.r <= o.r + 1 && a.b <= o.b + 1;
+  const shown = (el) => el.textContent.trim() !== "" && el.getBoundingClientRect().width > 0;
+  const say = (el) => `"${el.textContent.trim().slice(0, 50)}"`;
+  const out = [];
+  for (const gd of (root || document).querySelectorAll(".js-plotly-plot")) {
+    if (gd.offsetParent === null || !gd._fullLayout) continue;
+    const name = gd.closest("[id]")?.id || "?";
+    const svg = box(gd.querySelector(".main-svg"));
+    const problems = [];
+    const title = [...gd.querySelectorAll(".g-gtitle text.gtitle")].filter(shown);
+    const axisTitles = [...gd.querySelectorAll(".infolayer g[class*='title'] text")]
+      .filter((t) => shown(t) && !t.classList.contains("gtitle") && !t.closest(".legend"));
+    const ticks = [...gd.querySelectorAll(".main-svg g[class$='tick'] > text, .main-svg g[class$='tick2'] > text")].filter(shown);
+    const notes = [...gd.querySelectorAll(".main-svg .annotation-text")].filter(shown);
+    for (const [what, els] of [["title", title], ["axis title", axisTitles], ["tick label", ticks], ["annotation", notes]]) {
+      for (const el of els) if (!inside(box(el), svg)) problems.push(`${what} cut: ${say(el)}`);
+    }
+    const entries = [...gd.querySelectorAll(".legend .traces")].filter((e) => e.getBoundingClientRect().width > 0);
+    for (let i = 0; i < entries.length; i++) for (let j = i + 1; j < entries.length; j++) {
+      if (overlap(box(entries[i]), box(entries[j]))) problems.push(`legend entries overlap: ${say(entries[i])} / ${say(entries[j])}`);
+    }
+    const bg = gd.querySelector(".legend .bg");
+    if (bg && entries.length) {
+      const lb = box(bg);
+      for (const t of title) if (overlap(lb, box(t))) problems.push(`the legend covers the title ${say(t)}`);
+      for (const t of axisTitles) if (overlap(lb, box(t))) problems.push(`the legend covers the axis title ${say(t)}`);
+      for (const t of ticks) if (overlap(lb, box(t))) problems.push(`the legend covers the tick label ${say(t)}`);
+      if (!inside(lb, svg)) problems.push("the legend is cut");
+    }
+    out.push({figure: name, title: title.map((t) => t.textContent).join(" "), legend_entries: entries.length, problems});
+  }
+  return out;
+}
+"""
+
+
+def figure_problems(pg: Any, root: str | None = None) -> list[dict]:
+    """``FIGURE_PROBLEMS_JS`` on the page (or under the element ``root`` selects): one dict per visible figure,
+    ``{"figure", "title", "legend_entries", "problems": [...]}``."""
+    return pg.evaluate(f"(sel) => ({FIGURE_PROBLEMS_JS})(sel ? document.querySelector(sel) : null)", root)
+
+
+def axe_violations(pg: Any, impacts: tuple[str, ...] = ("critical", "serious")) -> list[dict]:
+    """axe-core (the copy bundled in the PyPI package ``axe-playwright-python``, no network) on the page as it
+    is: the violations of the given impacts, each ``{"id", "impact", "nodes": n, "targets": [...], "help"}``.
+    First the page settles: no output still marked pending by gradio (drawn at 20 % opacity, which axe would
+    measure as low contrast), and its fade back in done."""
+    from axe_playwright_python.sync_playwright import Axe
+    pg.wait_for_function("() => document.querySelectorAll('.pending').length === 0", timeout=60_000)
+    pg.wait_for_timeout(800)
+    found = Axe().run(pg).response["violations"]
+    return [{"id": v["id"], "impact": v["impact"], "nodes": len(v["nodes"]), "help": v["help"],
+             "targets": [" ".join(map(str, n["target"])) for n in v["nodes"]][:8]}
+            for v in found if v["impact"] in impacts]
+
+
+def figure_labels(pg: Any) -> list[tuple[str, str, str]]:
+    """(id of the nearest element with one, role, aria-label) of every visible Plotly figure."""
+    return [tuple(x) for x in pg.evaluate(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent !== null)"
+        ".map(g => [g.closest('[id]')?.id || '?', g.getAttribute('role') || '', g.getAttribute('aria-label') || ''])")]
+
+
+def figure_font_sizes(pg: Any) -> dict[str, float]:
+    """The base font size (px) Plotly laid each visible figure out with, by the id of its nearest element."""
+    return pg.evaluate("() => Object.fromEntries([...document.querySelectorAll('.js-plotly-plot')]"
+                       ".filter(g => g.offsetParent !== null && g._fullLayout)"
+                       ".map(g => [g.closest('[id]')?.id || '?', g._fullLayout.font.size]))")
+
+
+def tab_walk(pg: Any, presses: int) -> list[str]:
+    """Press Tab ``presses`` times from the top of the page; what had the focus after each press (its id, else the
+    id of its nearest element with one, with its tag and label)."""
+    pg.evaluate("() => { document.activeElement?.blur(); window.scrollTo(0, 0); }")
+    pg.mouse.click(2, 2)                   # the page's top corner: where the browser's Tab order starts from
+    seen = []
+    for _ in range(presses):
+        pg.keyboard.press("Tab")
+        seen.append(pg.evaluate(
+            "() => { const e = document.activeElement; if (!e || e === document.body) return 'body';"
+            " const host = e.id ? e : e.closest('[id]');"
+            " return `${host ? '#' + host.id : '?'} ${e.tagName.toLowerCase()}"
+            "${e.type ? '[' + e.type + ']' : ''} "
+            "${(e.getAttribute('aria-label') || e.innerText || e.closest('label')?.innerText || e.value || '')"
+            ".trim().slice(0, 30)}`; }"))
+    return seen

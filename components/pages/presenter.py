@@ -3,10 +3,13 @@
 - ``KEYBOARD_JS`` (passed to ``launch(js=...)``) listens for ← / → (previous / next iteration), Home / End
   (first / last) and Space (play / pause) and clicks those buttons of the viewer on screen (Live, Replay
   or Simulator; on the Learn tab ← / → are Back / Next chapter), unless the focus is in a field that takes
-  keys (text, number, dropdown, checkbox).
+  keys (text, number, dropdown, checkbox), Space is pressing a focused button (or tab, checkbox, …), or the
+  arrows are moving within a focused tab list, radio group or menu. It never touches Tab: focus moves through
+  the page as the browser orders it (tests/test_browser_a11y.py walks it on Live and Learn).
 - Presenter mode (the ``#presenter`` toggle, or ``?presenter=1`` in the URL) puts the class
-  ``sd-presenter`` on the page: tokens at 28 px, figure text at 17-22 px, bigger summary and hints
-  (``PRESENTER_CSS``); it folds the settings accordions away (those registered in
+  ``sd-presenter`` on the page: tokens at 28 px, bigger summary and hints (``PRESENTER_CSS``); every figure laid
+  out again by Plotly itself at projector sizes, figure text 18 px, titles 22 px (``figures_js.FIGURES_JS``, so
+  that legends, titles and axis titles make room for the larger text rather than overlap or get cut); it folds the settings accordions away (those registered in
   ``AppContext.fold_in_presenter``). The colours are already the Okabe-Ito colour-blind-safe palette.
 
 ``presenter_from_url`` and ``presenter_fold`` are thin handlers the tests call directly.
@@ -19,6 +22,8 @@ from typing import Any
 import gradio as gr
 
 PRESENTER_TOKEN_PX = 28
+# The figures are not styled here: CSS on the drawn SVG text would enlarge it after Plotly has laid the figure out
+# (overlapping legends, cut titles); pages/figures_js.py has Plotly lay them out at presenter sizes instead.
 # !important: gradio also adds a copy of every rule scoped under its container (more specific than a
 # selector on body), so the presenter rules must win by importance.
 PRESENTER_CSS = f"""
@@ -30,8 +35,6 @@ body.sd-presenter .sd-summary table {{ font-size: 20px !important; }}
 body.sd-presenter .sd-summary .sd-label, body.sd-presenter .sd-summary .sd-note {{ font-size: 17px !important; }}
 body.sd-presenter .sd-status {{ font-size: 19px !important; }}
 body.sd-presenter .sd-keys-hint, body.sd-presenter .sd-keys-hint p {{ font-size: 17px !important; }}
-body.sd-presenter .js-plotly-plot .main-svg text {{ font-size: 17px !important; }}
-body.sd-presenter .js-plotly-plot .main-svg .gtitle {{ font-size: 22px !important; }}
 """
 
 # Runs once when the page loads (gradio's launch(js=...)): the keyboard, and the page class that the
@@ -49,9 +52,16 @@ KEYBOARD_JS = """
     // a range slider steps the viewer (its keys are the viewer's), except a Learn guess, which is a field
     return tag === "INPUT" && ((el.type || "text").toLowerCase() !== "range" || el.closest(".learn-guess") !== null);
   };
+  // keys a focused control handles itself: Space presses a focused button (or ticks a box, opens a tab); the
+  // arrows move within a tab list, radio group, list box or menu. Those never reach the viewer.
+  const PRESSABLE = "button, a[href], summary, [role=button], [role=tab], [role=checkbox], [role=switch], " +
+                    "[role=menuitem], [role=option], [role=radio]";
+  const GROUPS = "[role=tablist], [role=radiogroup], [role=listbox], [role=menu], [role=menubar], [role=tree]";
+  const ownKey = (el, key) => el && el !== document.body && el.closest &&
+    ((key === " " && el.closest(PRESSABLE) !== null) || (key !== " " && el.closest(GROUPS) !== null));
   document.addEventListener("keydown", (e) => {
     const action = ACTIONS[e.key];
-    if (!action || e.ctrlKey || e.metaKey || e.altKey || takesKeys(e.target)) return;
+    if (!action || e.ctrlKey || e.metaKey || e.altKey || takesKeys(e.target) || ownKey(e.target, e.key)) return;
     for (const prefix of PREFIXES) {
       const button = document.getElementById(prefix + action);
       if (shown(button)) {

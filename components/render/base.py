@@ -1,6 +1,14 @@
-"""What every figure shares: the house layout (``apply_layout``), the message figure for "nothing to show yet"
+"""What every figure shares: the house layout (``apply_layout``, and ``house_layout`` under it for the teaching
+figures), the house template (``HOUSE_TEMPLATE``), the message figure for "nothing to show yet"
 (``empty_figure``), safe model text (``plot_text``), and which iteration a view shows (``resolve_index``, the
-most instructive one a finished run opens on: ``instructive_index``)."""
+most instructive one a finished run opens on: ``instructive_index``).
+
+The layout is built to stay legible at any font size and width, since the page lays the same figures out again
+at projector sizes in presenter mode (``pages/figures_js.py``): the title sits just above the plot area and pushes
+the top margin (``title.automargin``), every axis pushes its margin for its tick labels and title (the template's
+``automargin``), and a legend below the plot is anchored to the bottom of the figure (``yref="container"``), where
+Plotly reserves its height in addition to the axes' room, so no legend can land on an axis title or wrap onto one.
+"""
 from __future__ import annotations
 
 import html
@@ -14,6 +22,36 @@ from specdec_core.trace import IterationRecord
 from components.render import palette as pal
 
 HEIGHT = 390
+TITLE_SIZE = 16
+FONT_SIZE = 13
+TITLE_TOP = 6             # px above the title (its text box reaches a little above the height Plotly gives it)
+TITLE_GAP = 10            # px between the title (its last line) and the plot area
+ABOVE_GAP = 28            # the same when the figure writes something just above its plot (subplot titles, verdicts)
+
+# The house template: only what the figures rely on (plotly's default template is ~7 KB of JSON in every figure,
+# about 400 KB of the page when gradio inlines the initial figures). Okabe-Ito colours; every axis makes room
+# for its tick labels and title (automargin).
+_AXIS = {"automargin": True, "title": {"standoff": 10}, "showgrid": True, "gridcolor": "#e6e6e6", "zeroline": False,
+         "linecolor": "#888", "ticks": ""}
+HOUSE_TEMPLATE = go.layout.Template(
+    layout={"colorway": [pal.TARGET, pal.DRAFT, pal.ACCEPTED, pal.REJECTED, pal.BONUS, pal.BASELINE, pal.THEORY],
+            "font": {"family": pal.FONT, "size": FONT_SIZE, "color": "#222"}, "paper_bgcolor": "white",
+            "plot_bgcolor": "white", "hovermode": "closest", "hoverlabel": {"align": "left", "font": {"size": 13}},
+            "autotypenumbers": "strict", "xaxis": _AXIS, "yaxis": _AXIS,
+            "annotationdefaults": {"arrowcolor": "#333", "arrowhead": 0, "arrowwidth": 1},
+            "shapedefaults": {"line": {"color": "#333"}}},
+    data={"bar": [go.Bar(error_x={"color": "#333"}, error_y={"color": "#333"},
+                         marker={"line": {"color": "white", "width": 0.5},
+                                 "pattern": {"fillmode": "overlay", "size": 10, "solidity": 0.2}})],
+          "heatmap": [go.Heatmap(colorbar={"outlinewidth": 0, "ticks": ""})]})
+
+# Where a legend goes. "below": under the plot, anchored to the figure's bottom edge (its rows reserved in the
+# bottom margin, below the x axis's own room); "right": beside the plot (it pushes the right margin).
+LEGENDS = {
+    "below": {"orientation": "h", "xref": "container", "x": 0.01, "xanchor": "left", "yref": "container", "y": 0.0,
+              "yanchor": "bottom", "itemsizing": "constant"},
+    "right": {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02, "itemsizing": "constant"},
+}
 
 
 def plot_text(text: str, limit: int = 24) -> str:
@@ -24,19 +62,41 @@ def plot_text(text: str, limit: int = 24) -> str:
     return html.escape(shown or "∅", quote=False)
 
 
+def title_spec(text: str, above: bool = False) -> dict:
+    """The title: at the left, its last line ``TITLE_GAP`` px above the plot area (``ABOVE_GAP`` when ``above``:
+    room for what a figure writes just above its plot), pushing the top margin to fit however many lines it has
+    (the page wraps a title that is too wide for its figure, ``pages/figures_js.py``)."""
+    return {"text": text, "x": 0.01, "xanchor": "left", "xref": "container", "y": 1.0, "yref": "paper",
+            "yanchor": "bottom", "automargin": True, "pad": {"t": TITLE_TOP, "b": ABOVE_GAP if above else TITLE_GAP},
+            "font": {"size": TITLE_SIZE}}
+
+
+def writes_above(fig: go.Figure) -> bool:
+    """Whether the figure has text just above its plot area: an annotation at or above the top of the paper
+    (subplot titles, the verdict row of p vs q)."""
+    return any((a.yref or "y").endswith("paper") and a.y is not None and a.y >= 1.0 for a in fig.layout.annotations)
+
+
+def house_layout(fig: go.Figure, text: str, height: int, legend: str | None = "below", **kw) -> go.Figure:
+    """The house look under ``apply_layout`` and the teaching figures: the template, the title ``text`` (HTML,
+    escaped by the caller), the height, the legend placed as ``LEGENDS[legend]`` (None: Plotly's own), small
+    margins that the title, axes and legend grow as they need."""
+    fig.layout.template = HOUSE_TEMPLATE
+    layout = {"title": title_spec(text, writes_above(fig)), "height": height,
+              "margin": {"l": 10, "r": 20, "t": 10, "b": 10}, "font": {"family": pal.FONT, "size": FONT_SIZE,
+                                                                     "color": "#222"}}
+    if legend is not None:
+        layout["legend"] = LEGENDS[legend]
+    fig.update_layout(**layout, **kw)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
 def apply_layout(fig: go.Figure, title: str, height: int = HEIGHT, subtitle: str = "", **kw) -> go.Figure:
     """Shared look: title (and an escaped-by-caller subtitle) on top, legend under the plot, large fonts."""
     text = f"{title}<br><sup>{subtitle}</sup>" if subtitle else title
-    fig.update_layout(
-        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-        height=height, margin={"l": 60, "r": 20, "t": 70 if subtitle else 50, "b": 105},
-        font={"family": pal.FONT, "size": 13, "color": "#222"},
-        paper_bgcolor="white", plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0.0},
-        hoverlabel={"font": {"size": 13}}, **kw)
-    fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    return fig
+    return house_layout(fig, text, height, **kw)
 
 
 def no_drafts_message(trace: Trace, it: IterationRecord) -> str:
@@ -60,7 +120,6 @@ def empty_figure(title: str, message: str, height: int = HEIGHT) -> go.Figure:
     fig.add_annotation(text=wrapped, x=0.5, y=0.5, xref="paper", yref="paper",
                        showarrow=False, font={"size": 15, "color": "#555"})
     apply_layout(fig, title, height)
-    fig.update_layout(margin={"b": 20})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
@@ -97,5 +156,8 @@ def instructive_index(trace: Trace) -> int | None:
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for a figure's labels; "–" for none."""
-    return "–" if x is None else f"{x:.{digits}f}"
+    """A number for a figure's labels; "–" for none. A value too small for ``digits`` decimals keeps one
+    significant digit (a sampled token's q of 0.0004 is not "0.000")."""
+    if x is None:
+        return "–"
+    return f"{x:.1g}" if 0 < abs(x) < 0.5 * 10 ** -digits else f"{x:.{digits}f}"

@@ -62,8 +62,9 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
                              hovertemplate=f"{part}: %{{x:.0f}} ms<extra>%{{y}}</extra>"))
     for n in names:
         sp = rows[n]
-        fig.add_annotation(x=sp.total, y=n, text=f" {sp.total / 1000:.2f} s · {sp.tokens:.0f} tokens · "
-                           f"{sp.tokens_per_s:.1f} tok/s", showarrow=False, xanchor="left", font={"size": 12})
+        fig.add_annotation(x=sp.total, y=n, text=f" {sp.total / 1000:.2f} s · {sp.tokens_per_s:.1f} tok/s",
+                           hovertext=f"{sp.total / 1000:.2f} s for {sp.tokens:.0f} tokens: {sp.tokens_per_s:.1f} tok/s",
+                           showarrow=False, xanchor="left", font={"size": 12})
     m, b = rows[ROW_MEASURED], rows.get(ROW_BASELINE)
     note = "" if b is None or m.total <= 0 else (
         f"measured speedup ×{m.tokens_per_s / b.tokens_per_s:.2f}" if b.tokens_per_s > 0 else "")
@@ -78,9 +79,8 @@ def time_split_figure(trace: Trace, flat: bool = False) -> go.Figure:
             subtitle=(note + " · prefill = filling the caches (the draft's catch-ups included) · verify = target "
                       "forwards after the prefill (baseline: one per token)").lstrip(" ·"),
             barmode="stack")
-    fig.update_layout(margin={"l": 260, "r": 40, "t": 70, "b": 90})
     longest = max(sp.total for sp in rows.values())
-    fig.update_xaxes(title_text="milliseconds", range=[0, longest * 1.45])
+    fig.update_xaxes(title_text="milliseconds", range=[0, longest * 1.5])
     return fig
 
 

@@ -18,12 +18,27 @@ from specdec_core.intervals import describe, speedup_interval, wilson
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, expected_tokens, speedup
 from specdec_core.policy.costmodel import predict_speedup, predicted_speedup_curve
 from specdec_core.trace import IterationRecord
+from specdec_core.trace_sampler import sampler_of
 
 from components.render import palette as pal
-from components.render.base import (apply_layout, empty_figure, fmt, is_greedy, no_drafts_message, plot_text,
-                                    resolve_index)
-from components.render.measures import (accepted_length_counts, baseline_progress, measured_speedup, outcome,
-                                        position_counts, running_acceptance, speculative_progress)
+from components.render.base import (
+    apply_layout,
+    empty_figure,
+    fmt,
+    is_greedy,
+    no_drafts_message,
+    plot_text,
+    resolve_index,
+)
+from components.render.measures import (
+    accepted_length_counts,
+    baseline_progress,
+    measured_speedup,
+    outcome,
+    position_counts,
+    running_acceptance,
+    speculative_progress,
+)
 
 LANE_DRAFT = "speculative · draft"
 LANE_TARGET = "speculative · target"
@@ -34,10 +49,12 @@ REPLACED_LABEL = "target's choice (argmax p)"    # greedy: what replaces a rejec
 
 # --- 1. timeline ------------------------------------------------------------------------------------
 
-def timeline_figure(trace: Trace) -> go.Figure:
+def timeline_figure(trace: Trace, verdicts: bool = True) -> go.Figure:
     """Every draft forward and every verify forward as a bar on the run's real time axis, and the
-    baseline's one-token target forwards in a lane beneath (each run on its own clock, from 0)."""
-    title = "Timeline: draft and verify forwards vs. the baseline"
+    baseline's one-token target forwards in a lane beneath (each run on its own clock, from 0), when the run has
+    one. ``verdicts=False`` leaves out of the hover how many drafts each verify accepted (a lesson asks first)."""
+    title = ("Timeline: draft and verify forwards vs. the baseline" if trace.baseline is not None
+             else "Timeline: draft and verify forwards")
     if not trace.iterations:
         return empty_figure(title, "Run a prompt to see each forward pass on a time axis.")
     draft_x, draft_base, draft_hover = [], [], []
@@ -59,8 +76,8 @@ def timeline_figure(trace: Trace) -> go.Figure:
             t += ms
         ver_x.append(it.verify_ms)
         ver_base.append(t)
-        ver_hover.append(f"iteration {it.index + 1} · verify {len(it.drafts)} drafts: {it.verify_ms:.1f} ms<br>"
-                         f"accepted {o.accepted}/{o.drafted}, emitted {len(it.emitted)}")
+        ver_hover.append(f"iteration {it.index + 1} · verify {len(it.drafts)} drafts: {it.verify_ms:.1f} ms"
+                         + (f"<br>accepted {o.accepted}/{o.drafted}, emitted {len(it.emitted)}" if verdicts else ""))
         t += it.verify_ms
         oth_x.append(it.other_ms)
         oth_base.append(t)
@@ -156,7 +173,8 @@ def outcomes_figure(trace: Trace) -> go.Figure:
 
 
 def _outcome_hover(index: int, o, greedy: bool = False) -> str:
-    parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {o.drafted} drafts"]
+    tested = o.accepted + o.rejected
+    parts = [f"iteration {index + 1}", f"accepted {o.accepted} of {tested} tested ({o.drafted} drafted)"]
     if o.rejected:
         parts.append(f"{o.rejected} rejected" + (f", {o.discarded} discarded untested" if o.discarded else ""))
     if o.resampled:
@@ -190,7 +208,10 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
                          hovertext=hover, hoverinfo="text"))
     fig.add_trace(go.Bar(name=f"q (draft){suffix}", x=labels, y=q_vals, marker_color=pal.DRAFT,
                          hovertext=hover, hoverinfo="text"))
-    fig.add_trace(go.Scatter(name="α = min(1, p/q)", x=labels, y=[d.alpha if d.tested else None for d in it.drafts],
+    greedy = trace.config.get("temperature", 0) == 0
+    coupled = sampler_of(trace.config) == "coupled" and not greedy
+    fig.add_trace(go.Scatter(name="P(kept): the draft is the target's sample" if coupled else "α = min(1, p/q)",
+                             x=labels, y=[d.accept_prob if d.tested else None for d in it.drafts],
                              mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111",
                                                      "line": {"color": "white", "width": 1}},
                              hovertext=hover, hoverinfo="text"))
@@ -201,11 +222,12 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
                                  hovertext=hover, hoverinfo="text"))
     for label, d in zip(labels, it.drafts, strict=True):
         verdict, color = (("✓ accepted", pal.ACCEPTED) if d.accepted else
-                          ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#777"))
+                          ("✗ rejected", pal.REJECTED) if d.tested else ("– not tested", "#595959"))
         fig.add_annotation(x=label, y=1.08, text=verdict, showarrow=False, font={"size": 13, "color": color})
-    greedy = trace.config.get("temperature", 0) == 0
     note = ("greedy: accepted iff the draft is the target's argmax (α is 0 or 1)"
-            + ("; bars: the unwarped softmax" if raw else "") if greedy else "accepted iff u < α")
+            + ("; bars: the unwarped softmax" if raw else "") if greedy else
+            "coupled rule: accepted iff the draft is the target's sample for its position (the same noise for both)"
+            if coupled else "accepted iff u < α")
     apply_layout(fig, title, subtitle=note, barmode="group", bargap=0.25)
     fig.update_yaxes(range=[0, 1.15], title_text="probability")
     return fig
@@ -214,13 +236,57 @@ def pq_figure(trace: Trace, index: int | None = None) -> go.Figure:
 def _draft_hover(j: int, d) -> str:
     verdict = "accepted" if d.accepted else ("rejected" if d.tested else "not tested (after the first rejection)")
     lines = [f"draft {j + 1}: {plot_text(d.text or str(d.token_id), 40)} (id {d.token_id})",
-             f"p = {d.p:.4f}   q = {d.q:.4f}", f"α = {d.alpha:.4f}   u = {fmt(d.u, 4)}", verdict]
+             f"p = {fmt(d.p, 4)}   q = {fmt(d.q, 4)}", f"α = {fmt(d.alpha, 4)}   u = {fmt(d.u, 4)}", verdict]
     if d.p_raw is not None or d.q_raw is not None:
         lines.append(f"unwarped: p = {fmt(d.p_raw, 4)}   q = {fmt(d.q_raw, 4)}")
     return "<br>".join(lines)
 
 
 # --- 5. the residual at the selected iteration's rejection ------------------------------------------
+
+def _coupled_mismatch_figure(it: IterationRecord, i: int, top: int) -> go.Figure:
+    """The coupled rule's mismatch: p and q over their top tokens, the draft's token (rejected: not the target's
+    keyed sample) and the target's sample, which is written (no residual is drawn)."""
+    rs = it.resampled
+    title = f"Iteration {i + 1}: coupled rule, at the mismatch the target's own sample is written"
+    if not rs.p_top and not rs.q_top:
+        return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
+    p_map = {row[0]: row[2] for row in rs.p_top}
+    q_map = {row[0]: row[2] for row in rs.q_top}
+    texts = {row[0]: row[1] for rows in (rs.q_top, rs.p_top) for row in rows}
+    texts[rs.token_id] = rs.text
+    p_map.setdefault(rs.token_id, rs.p)
+    if rs.q is not None:
+        q_map.setdefault(rs.token_id, rs.q)
+    draft = it.drafts[rs.position] if rs.position < len(it.drafts) else None
+    if draft is not None:
+        texts.setdefault(draft.token_id, draft.text)
+        p_map.setdefault(draft.token_id, draft.p)
+        q_map.setdefault(draft.token_id, draft.q)
+    order = [rs.token_id] + ([draft.token_id] if draft is not None and draft.token_id != rs.token_id else [])
+    for rows in (rs.p_top, rs.q_top):
+        order += [row[0] for row in rows if row[0] not in order]
+    order = order[:top]
+    labels = _unique([plot_text(texts.get(t, "") or str(t)) for t in order], order)
+    fig = go.Figure()
+    for name, m, color in (("p (target)", p_map, pal.TARGET), ("q (draft)", q_map, pal.DRAFT)):
+        fig.add_trace(go.Bar(name=name, x=labels, y=[m.get(t) for t in order], marker_color=color,
+                             hovertext=[f"{name}: {plot_text(texts.get(t, ''), 40)} (id {t}) = "
+                                        + (f"{m[t]:.4f}" if t in m else "not in the top 10") for t in order],
+                             hoverinfo="text"))
+    fig.add_annotation(x=labels[0], y=max(p_map.get(rs.token_id, 0), q_map.get(rs.token_id, 0) or 0), yshift=10,
+                       text="the target's sample: written", showarrow=True, arrowhead=2, ay=-30,
+                       font={"size": 13, "color": "#000"})
+    if draft is not None and draft.token_id != rs.token_id:
+        fig.add_annotation(x=labels[1], y=max(p_map.get(draft.token_id, 0), q_map.get(draft.token_id, 0)),
+                           yshift=10, text="the draft's token: rejected", showarrow=True, arrowhead=2, ay=-30,
+                           font={"size": 13, "color": pal.REJECTED})
+    apply_layout(fig, title, subtitle=html.escape(
+        "Both drew with the same noise for this position: each token's largest probability ÷ noise wins", quote=False),
+        barmode="group")
+    fig.update_yaxes(title_text="probability", rangemode="tozero")
+    return fig
+
 
 def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go.Figure:
     """At the selected iteration's rejection: the top tokens of p, q and norm(max(0, p - q)), with the
@@ -234,6 +300,8 @@ def residual_figure(trace: Trace, index: int | None = None, top: int = 12) -> go
     rs = it.resampled
     if rs is None:
         return empty_figure(title, _no_rejection_message(it))
+    if sampler_of(trace.config) == "coupled" and not is_greedy(trace):
+        return _coupled_mismatch_figure(it, i, top)
     if not rs.residual_top:
         return empty_figure(title, "This trace did not record the distributions (full_trace was off).")
     if is_greedy(trace):

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specdec_core import Trace
+from specdec_core.intervals import t975, wilson
 from specdec_core.policy.closed_form import approximate_speedup, break_even_alpha, optimal_k, speedup
 from specdec_core.teaching.lab import LabResult
 from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection
 from specdec_core.teaching.toy import StepView
 
 from components.render import palette as pal
-from components.render.base import empty_figure, plot_text
+from components.render.base import empty_figure, house_layout, plot_text
 
 HEIGHT = 380
 VERDICT_COLOR = {"biased": pal.REJECTED, "exact": pal.ACCEPTED, "inconclusive": "#8a6d00"}
@@ -38,22 +41,13 @@ class MeasuredPoint:
     predicted_label: str = "calibrated prediction for your run"
 
 
-LEGENDS = {   # where the legend goes: above the plot (few items), to its right (many), below it (narrow plots)
-    "top": ({"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}, 56),
-    "right": ({"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02}, 56),
-    "below": ({"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0}, 120),
-}
+LEGEND_ROOM = {"below": 48, "right": 0}   # height added for a legend below the plot (its rows come out of it)
 
 
-def _style(fig: go.Figure, title: str, height: int = HEIGHT, legend: str = "top", **kw) -> go.Figure:
-    place, bottom = LEGENDS[legend]
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-                      height=height + (bottom - 56), margin={"l": 64, "r": 24, "t": 72, "b": bottom},
-                      font={"family": pal.FONT, "size": 13, "color": "#222"}, paper_bgcolor="white",
-                      plot_bgcolor="white", hoverlabel={"font": {"size": 13}}, legend=place, **kw)
-    fig.update_xaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    fig.update_yaxes(showgrid=True, gridcolor="#e6e6e6", zeroline=False, linecolor="#888")
-    return fig
+def _style(fig: go.Figure, title: str, height: int = HEIGHT, legend: str = "below", **kw) -> go.Figure:
+    """The house layout (``base.house_layout``) with the legend below the plot (anchored to the figure's bottom,
+    never on an axis title) or to its right (many entries)."""
+    return house_layout(fig, title, height + LEGEND_ROOM[legend], legend=legend, **kw)
 
 
 def _esc(text: str) -> str:
@@ -182,25 +176,49 @@ def agreement_figure(points: Sequence[AgreementPoint]) -> go.Figure:
     return fig
 
 
-def acceptance_by_temperature_figure(rows: Sequence[tuple[float, int, int, float | None]]) -> go.Figure:
-    """Acceptance (accepted / tested, with a 95% binomial interval) and the mean α of the tested drafts for
-    runs at several temperatures; ``rows``: (temperature, tested, accepted, mean α)."""
-    title = "Acceptance vs. temperature (the same pair and prompt)"
+def acceptance_by_temperature_figure(rows: Sequence[tuple[float, Sequence[float]]]) -> go.Figure:
+    """Acceptance at several temperatures as the mean α = min(1, p/q) of the tested drafts (each draft's chance
+    of being accepted), with its 95 % t interval; ``rows``: (temperature, the tested drafts' α)."""
+    title = "Acceptance vs. temperature (the same pair and prompts)"
     if not rows:
         return empty_figure(title, "Run the pair at a few temperatures to compare their acceptance.")
-    xs = [f"T = {t:g}" for t, *_ in rows]
-    rates = [acc / tested if tested else 0.0 for _, tested, acc, _ in rows]
-    err = [1.96 * math.sqrt(r * (1 - r) / tested) if tested else 0.0 for r, (_, tested, _, _) in zip(rates, rows)]
+    xs = [f"T = {t:g}" for t, _ in rows]
+    means = [sum(a) / len(a) if a else 0.0 for _, a in rows]
+    err = [t975(len(a) - 1) * statistics.stdev(a) / math.sqrt(len(a)) if len(a) > 1 else 0.0 for _, a in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(name="accepted / tested", x=xs, y=rates, marker_color=pal.ACCEPTED,
+    fig.add_trace(go.Bar(name="mean α of the tested drafts (95 % interval)", x=xs, y=means, marker_color=pal.ACCEPTED,
                          error_y={"type": "data", "array": err, "visible": True, "color": "#333"},
-                         hovertext=[f"{x}: {acc} of {tested} tested drafts accepted" for x, (_, tested, acc, _)
-                                    in zip(xs, rows)], hoverinfo="text"))
-    fig.add_trace(go.Scatter(name="mean α = min(1, p/q) of the tested drafts", x=xs, y=[a for *_, a in rows],
-                             mode="markers", marker={"symbol": "diamond", "size": 14, "color": "#111"},
-                             hovertemplate="%{x}: mean α %{y:.3f}<extra></extra>"))
+                         hovertext=[f"{x}: mean α {m:.3f} ± {e:.3f} over {len(a)} tested drafts"
+                                    for x, m, e, (_, a) in zip(xs, means, err, rows)], hoverinfo="text"))
     _style(fig, title, legend="below")
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%")
+    return fig
+
+
+def acceptance_by_rule_figure(rows: Sequence[tuple[str, Trace, Trace]]) -> go.Figure:
+    """Each draft's acceptance (accepted ÷ tested drafts, with its Wilson 95 % interval) under the standard and the
+    coupled rule; ``rows``: (draft, its standard run, its coupled run)."""
+    title = "Acceptance under each rule (same prompt and seed)"
+    if not rows:
+        return empty_figure(title, "Run a draft under both rules to compare their acceptance.")
+    fig = go.Figure()
+    for rule, col, color in (("standard rule", 1, pal.DRAFT), ("coupled rule", 2, pal.TARGET)):
+        ys, lo, hi, hover = [], [], [], []
+        for name, *runs in rows:
+            drafts = [d for it in runs[col - 1].iterations for d in it.drafts if d.tested]
+            a, n = sum(d.accepted for d in drafts), len(drafts)
+            low, high = wilson(a, n)
+            y = a / n if n else 0.0
+            ys.append(y)
+            lo.append(y - low if n else 0.0)
+            hi.append(high - y if n else 0.0)
+            hover.append(f"{name}, {rule}: {a} of {n} tested drafts accepted")
+        fig.add_trace(go.Bar(name=rule, x=[plot_text(r[0]) for r in rows], y=ys, marker_color=color,
+                             error_y={"type": "data", "array": hi, "arrayminus": lo, "visible": True, "color": "#333"},
+                             hovertext=hover, hoverinfo="text"))
+    _style(fig, title, legend="below")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="accepted ÷ tested drafts", range=[0, 1.05], tickformat=".0%")
     return fig
 
 
@@ -336,7 +354,8 @@ def compare_figure(sel: Selection | None) -> go.Figure:
     n = len(sel.prompts)
     _style(fig, f"{title}: best = {_esc(sel.best or '–')}<br><sup>mean over {n} prompt{'s' if n != 1 else ''}; "
                 "×: measured speedup over the baseline on the same prompt</sup>", HEIGHT + 60, barmode="group")
-    fig.update_layout(legend={"orientation": "v", "x": 0.995, "xanchor": "right", "y": 0.98, "yanchor": "top",
+    fig.update_layout(legend={"orientation": "v", "xref": "paper", "x": 0.995, "xanchor": "right", "yref": "paper",
+                              "y": 0.98, "yanchor": "top",
                               "bgcolor": "rgba(255,255,255,0.85)"})   # inside the forwards panel
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=2)

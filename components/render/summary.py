@@ -24,7 +24,7 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         ("new tokens", f"{st.new_tokens} ({FINISH.get(trace.finish_reason, trace.finish_reason)})",
          str(len(b.new_token_ids)) if b else "–"),
         ("iterations", str(st.iterations), "–"),
-        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafts; {acceptance_ci(trace)})",
+        ("acceptance rate", f"{st.acceptance_rate:.1%} ({st.accepted}/{st.drafted} drafted; {acceptance_ci(trace)})",
          "–"),
         ("tokens / iteration", f"{st.mean_tokens_per_iteration:.2f}", "1.00" if b else "–"),
         ("target forwards", str(st.target_forwards), str(b.target_forwards) if b else "–"),
@@ -41,6 +41,9 @@ def summary_rows(trace: Trace) -> list[tuple[str, str, str]]:
         verdict = "– (no baseline in this run)"
     elif greedy:
         verdict = "yes" if same else "no"
+    elif cfg.get("sampler") == "coupled":
+        verdict = ("yes (coupled sampler: the target-only sample for this seed, whatever the draft)" if same else
+                   "no (the coupled sampler keeps the sample: only a float16/bfloat16 forward's last bits differ)")
     else:
         verdict = ("yes" if same else "no") + " (sampling: both are samples of the same distribution, not copies)"
     rows.append(("identical to baseline", verdict, ""))
@@ -53,17 +56,25 @@ def acceptance_ci(trace: Trace) -> str:
     return f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %"
 
 
+# text for screen readers only (the table's corner header, which the eye reads from the rows' names), styled inline
+# so that the standalone replay page needs no stylesheet of the app's
+SR_ONLY = ('<span style="position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;'
+           'clip:rect(0,0,0,0);white-space:nowrap;border:0">{}</span>')
+
+
 def summary_html(trace: Trace | None) -> str:
     """The summary as an HTML table (all values escaped), or a hint before the first run."""
     if trace is None or not trace.iterations:
         return '<div class="sd-summary"><em>The measured summary appears here after a run.</em></div>'
     cfg = trace.config
-    body = "".join(f"<tr><th>{_esc(a)}</th><td>{_esc(b)}</td><td>{_esc(c)}</td></tr>"
+    body = "".join(f'<tr><th scope="row">{_esc(a)}</th><td>{_esc(b)}</td><td>{_esc(c)}</td></tr>'
                    for a, b, c in summary_rows(trace))
     device, dtype = cfg.get("device", "?"), cfg.get("dtype", "?")
     label = (f"target {_esc(cfg.get('target', '?'))} · draft {_esc(cfg.get('draft', cfg.get('drafter', '?')))} · "
              f"K={_esc(cfg.get('k'))}{_esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
-             f"temperature {_esc(cfg.get('temperature'))} · measured on {_esc(device)} in {_esc(dtype)}")
+             f"temperature {_esc(cfg.get('temperature'))}"
+             + (" · coupled sampler (drafter-invariant)" if cfg.get("sampler") == "coupled" else "")
+             + f" · measured on {_esc(device)} in {_esc(dtype)}")
     notes = []
     if str(dtype) in ("float16", "bfloat16"):
         notes.append(f"In {_esc(dtype)} a K-token verify forward and a 1-token forward can differ in the last bits, "
@@ -72,7 +83,8 @@ def summary_html(trace: Trace | None) -> str:
         notes.append("Tick “measure a baseline in the same run” for the speedup.")
     note_html = "".join(f'<p class="sd-note">{n}</p>' for n in notes)
     return (f'<div class="sd-summary"><p class="sd-label">{label}</p>'
-            f'<table><thead><tr><th></th><th>speculative</th><th>baseline (target only)</th></tr></thead>'
+            f'<table><thead><tr><th scope="col">{SR_ONLY.format("measure")}</th><th scope="col">speculative</th>'
+            '<th scope="col">baseline (target only)</th></tr></thead>'
             f"<tbody>{body}</tbody></table>{note_html}</div>")
 
 

@@ -13,6 +13,7 @@ from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
 
 from components.render import palette as pal
+from components.render.base import fmt
 
 CSS = f"""
 .sd-tokens {{ font-family: {pal.FONT}; font-size: 18px; line-height: 2.1; color: #111; background: #fff;
@@ -25,7 +26,7 @@ CSS = f"""
 .sd-acc {{ background: {pal.ACCEPTED}33; border-bottom: 3px solid {pal.ACCEPTED}; }}
 .sd-rej {{ background: {pal.REJECTED}26; color: #7a2a00; text-decoration: line-through;
   text-decoration-color: {pal.REJECTED}; text-decoration-thickness: 2px; }}
-.sd-skip {{ color: #777; text-decoration: line-through; text-decoration-style: dotted; border: 1px dotted #aaa; }}
+.sd-skip {{ color: #595959; text-decoration: line-through; text-decoration-style: dotted; border: 1px dotted #aaa; }}
 .sd-res {{ background: {pal.RESAMPLED}2e; border: 2px dashed {pal.RESAMPLED}; }}
 .sd-bonus {{ background: {pal.BONUS}38; border: 3px double {pal.BONUS}; }}
 .sd-plain {{ background: #eee; }}
@@ -54,7 +55,7 @@ def _span(cls: str, text: str, title: str) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4f}"
+    return fmt(x, 4)
 
 
 def draft_title(j: int, d: DraftRecord, k: int) -> str:

@@ -199,7 +199,7 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
         labels.append(f"<b>{plot_text(tok, LABEL_CHARS)}</b><br>q {fmt(nd.q, 2)} · p {fmt(nd.p, 2)}<br>"
                       f"{walk_text(nd, order[j], tree.rule)}")
         hovers.append(f"node {j + 1}: {html.escape(repr(tok), quote=False)} (id {nd.token_id}), depth {xs[j]}, "
-                      f"child {order[j]} of its parent<br>q = {nd.q:.4f} · p = {nd.p:.4f}<br>"
+                      f"child {order[j]} of its parent<br>q = {fmt(nd.q, 4)} · p = {fmt(nd.p, 4)}<br>"
                       f"α = {fmt(nd.alpha, 2)} · u = {fmt(nd.u, 2)} · {html.escape(nd.status, quote=False)}")
         colours.append(_colour(nd.status))
     if final is not None:
@@ -230,7 +230,6 @@ def tree_figure(trace: Trace | None, index: int | None = None) -> go.Figure:
     height = min(MAX_HEIGHT, max(300, 180 + SLOT_PX * n_rows))
     apply_layout(fig, title, height=height, subtitle=subtitle, shapes=shapes, showlegend=False)
     depth = max(all_x)
-    fig.update_layout(margin={"l": 20, "r": 20, "t": 120, "b": 40})
     fig.update_xaxes(range=[-0.5, depth + 0.5], tickvals=list(range(depth + 1)),
                      ticktext=["root"] + [f"depth {d}" for d in range(1, depth + 1)], side="bottom", showgrid=False,
                      fixedrange=True)
@@ -264,7 +263,7 @@ def tree_mask_figure(trace: Trace | None, index: int | None = None) -> go.Figure
     apply_layout(fig, title, height=min(MAX_HEIGHT, max(300, 150 + 22 * n)),
             subtitle="row sees column · every row also sees the cached prefix · position = prefix length + depth",
             showlegend=False)
-    fig.update_layout(margin={"l": 110, "r": 20, "t": 105, "b": 20}, plot_bgcolor="#eeeeee")
+    fig.update_layout(plot_bgcolor="#eeeeee")
     fig.update_xaxes(tickvals=list(range(n)), ticktext=[str(c) for c in range(n)], side="top", showgrid=False,
                      fixedrange=True)
     fig.update_yaxes(tickvals=list(range(n)), ticktext=names, autorange="reversed", showgrid=False, fixedrange=True)

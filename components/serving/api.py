@@ -53,7 +53,8 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
              temperature: float = DEFAULTS.temperature, top_k: int = DEFAULTS.top_k, top_p: float = DEFAULTS.top_p,
              max_new_tokens: int = DEFAULTS.max_new_tokens, seed: int = DEFAULTS.seed, chat: bool = True,
              baseline: bool = False, k_policy: str = "", confidence_stop: float = DEFAULTS.confidence_stop,
-             tree_nodes: int = DEFAULTS.tree_nodes, tree_top_k: int = DEFAULTS.tree_top_k) -> tuple[dict, str]:
+             tree_nodes: int = DEFAULTS.tree_nodes, tree_top_k: int = DEFAULTS.tree_top_k,
+             sampler: str = DEFAULTS.sampler) -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
     and a one-line summary. The defaults are the recommended settings (specdec_core.config.recommended_config,
@@ -64,7 +65,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         pair: target <- draft pair, a key of the Live tab's selector, e.g. "bundled|ngram" (SmolLM2-135M + prompt lookup) or "bundled|self"
         k: drafts per iteration, 1-16 (the cap unless the K policy is fixed)
         adaptive_k: shorthand for k_policy: false = fixed K; true = "heuristic" (+2 after a clean sweep, -1 otherwise); null (default) = as k_policy says
-        temperature: 0 = greedy, up to 5
+        temperature: 0 = greedy, up to 2
         top_k: keep the k most likely tokens, 0 = off
         top_p: nucleus mass in (0, 1], 1 = off
         max_new_tokens: 1-512
@@ -75,6 +76,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         confidence_stop: 0 = off (K drafts per iteration); up to 0.95: a model draft stops drafting after a draft that takes its own confidence that all its drafts so far will be accepted (the product of its top probabilities) below this; that draft is still offered
         tree_nodes: 0 = a chain of drafts; 1-32: a token tree of up to this many drafted nodes per iteration (depth <= k), every node verified in one target forward (the trace's iterations then carry a "tree")
         tree_top_k: the most children per tree node, 1-8
+        sampler: "standard" (speculative sampling: accept iff u < min(1, p/q), the residual on a rejection) or "coupled" (drafter-invariant: noise keyed by seed and position; the text equals the coupled target-only sample for the same seed whatever the draft, K or tree; the baseline is coupled too)
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
         summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
@@ -93,7 +95,7 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
     else:
         policy = adaptive                      # false = fixed K, true = the heuristic (make_config)
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, policy, confidence_stop, tree_nodes,
-                      tree_top_k)
+                      tree_top_k, sampler=sampler)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
     session = run_session(pool, pair, prompt, cfg, chat=chat_, with_baseline=bool(baseline_))
     with contextlib.closing(session):

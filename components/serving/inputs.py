@@ -58,16 +58,17 @@ def k_policy_of(value: Any) -> str:
 
 def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
                 k_policy: Any = "fixed", confidence_stop: Any = 0.0, tree_nodes: Any = 0,
-                tree_top_k: Any = SpecConfig.tree_top_k, full_trace: bool = True) -> SpecConfig:
+                tree_top_k: Any = SpecConfig.tree_top_k, full_trace: bool = True, sampler: Any = "standard") -> SpecConfig:
     """A run's settings from raw values, checked against the input limits (``limits.check_run``).
     ``k_policy``: "fixed", "heuristic" or "cost" (K is the cap for the last two), or a bool as in
     ``k_policy_of``. ``confidence_stop``: a model draft stops once its chained confidence falls below it
     (0 = off). ``tree_nodes`` > 0: a token tree of up to that many drafted nodes per iteration (depth <= K, at
-    most ``tree_top_k`` children per node); 0 = a chain."""
+    most ``tree_top_k`` children per node); 0 = a chain. ``sampler``: "standard" or "coupled" (drafter-invariant:
+    the text equals the coupled baseline's for the same seed)."""
     policy = k_policy_of(k_policy)
     values = checked(limits.check_run, k=k, temperature=temperature, top_k=top_k, top_p=top_p,
                      max_new_tokens=max_new_tokens, seed=seed, confidence_stop=confidence_stop,
-                     tree_nodes=tree_nodes, tree_top_k=tree_top_k)
+                     tree_nodes=tree_nodes, tree_top_k=tree_top_k, sampler=sampler)
     return checked(SpecConfig, **values, k_policy=policy, full_trace=full_trace)
 
 

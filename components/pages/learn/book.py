@@ -1,9 +1,15 @@
 """What a chapter of the Learn tab is: its text, its guess, and two steps, each a plain function.
 
-- ``run(pool, setting) -> Step``: a small real run; the figures it draws must not give the answer away,
-  and ``memo`` keeps what the reveal needs (per browser session, in a gr.State).
-- ``reveal(pool, guess, memo, setting) -> Step``: the answer computed from that run (or from a second run
-  the reveal makes, such as the same experiment with a bug switched on), and the figures that show it.
+- ``run(pool, ask) -> Step``: a small real run; nothing it shows (note, figures, titles) may give the answer
+  away, and ``memo`` keeps what the reveal needs (per browser session, in a gr.State). ``ask`` carries the
+  chapter's setting, the scale (> 1: the longer run a learner asks for when one run could not tell, in chapters
+  with ``longer``) and whether the page is narrow (a phone: figures laid out for it).
+- ``reveal(pool, guess, memo, ask) -> Step``: the answer computed from that run (or from a second run the
+  reveal makes, such as the same experiment with a bug switched on), and the figures that show it; the guess
+  is judged with the run's own uncertainty (right, wrong, or can't tell from this run: ``reveal``).
+
+A guess starts nowhere: a slider sits at its minimum and a choice has none picked, and Reveal waits until the
+learner has moved or picked it (the page tracks that).
 
 A figure slot left ``None`` in a Step keeps what it showed.
 """
@@ -23,7 +29,6 @@ N_PLOTS = 2          # every chapter has two figure slots
 class Guess:
     """The learner's commitment: a slider (``minimum``..``maximum`` by ``step``) or a choice (``choices``)."""
     label: str
-    value: Any
     minimum: float = 0.0
     maximum: float = 1.0
     step: float = 1.0
@@ -58,6 +63,15 @@ class Setting:
         return value
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What a chapter's run or reveal is asked for: the setting's value (None without one), the scale of the
+    run (1, or ``runs.LONGER`` for a longer one) and whether the page is narrow (a phone)."""
+    setting: Any = None
+    scale: int = 1
+    narrow: bool = False
+
+
 @dataclass
 class Step:
     figures: list[go.Figure | None] = field(default_factory=lambda: [None] * N_PLOTS)
@@ -76,10 +90,11 @@ class Chapter:
     reveal: Callable[..., Step]
     setting: Setting | None = None
     run_label: str = "Run"
+    longer: str = ""              # what "Run longer" does, for a chapter whose answer one run may not settle
 
 
 def words(text: str) -> int:
     return len(text.split())
 
 
-__all__ = ["N_PLOTS", "Guess", "Setting", "Step", "Chapter", "words"]
+__all__ = ["N_PLOTS", "Ask", "Guess", "Setting", "Step", "Chapter", "words"]

@@ -14,9 +14,9 @@ from specdec_core.policy.roofline import gpu_name
 
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import later, note, run_summary
-from components.pages.learn.book import Chapter, Guess, Step
-from components.pages.learn.runs import (FEATURE, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k, trace_run,
-                                         verify_curve)
+from components.pages.learn.book import Ask, Chapter, Guess, Step
+from components.pages.learn.runs import (FEATURE, LONGER, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k,
+                                         trace_run, verify_curve)
 from components.pages.learn.trees import TREES
 from components.render.cost import forward_cost_figure
 from components.render.figures import outcomes_figure, positions_figure, race_figure, theory_figure
@@ -27,6 +27,8 @@ from components.serving.pairs import EXTRACTIVE_PROMPTS, OPEN_PROMPTS, PAIR_FEAT
 POEM = OPEN_PROMPTS[0]               # open-ended: where the trained draft helps
 CODE = EXTRACTIVE_PROMPTS[1]         # rename a variable in a short function: the answer copies the prompt
 K_MAX = 6
+COSTLY_K = 4                         # chapter 11: the self-draft at this K ...
+COSTLY_TOKENS = 60                   # ... over enough tokens for a speedup interval (at least 10 iterations)
 TEMPERATURES = (0.3, 0.7, 1.0)       # the first is run, the others revealed
 
 
@@ -39,21 +41,30 @@ def alpha_c(trace: Trace) -> str:
 
 # --- 6. temperature and acceptance ------------------------------------------------------------------------
 
-def _temperature_run(pool: Pool, temperature: float) -> Trace:
-    return trace_run(pool, PAIR_FEATURE, POEM, config(4, temperature, 32), baseline=False)
+def _temperature_rows(pool: Pool, temperature: float, scale: int) -> tuple[float, list[float]]:
+    """The α of every tested draft at ``temperature``: the poem, and with a longer run the other open prompts too."""
+    alphas: list[float] = []
+    for prompt in OPEN_PROMPTS[:scale]:
+        alphas += rv.acceptance_row(trace_run(pool, PAIR_FEATURE, prompt, config(4, temperature, 32), baseline=False))[1]
+    return temperature, alphas
 
 
-def run_temperature(pool: Pool, setting: Any = None) -> Step:
-    trace = _temperature_run(pool, TEMPERATURES[0])
-    row = rv.acceptance_row(trace)
+def run_temperature(pool: Pool, ask: Ask) -> Step:
+    trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, TEMPERATURES[0], 32), baseline=False)
+    rows = [rv.acceptance_row(trace)]
+    if ask.scale > 1:
+        rows = [_temperature_rows(pool, TEMPERATURES[0], ask.scale)]
+    alphas = rows[0][1]
     return Step([positions_figure(trace), later("Acceptance vs. temperature")],
                 note(html.escape(run_summary(trace)),
-                     html.escape(f"At T = {TEMPERATURES[0]:g}: {row[2]} of {row[1]} tested drafts accepted.")),
-                memo={"rows": [row]})
+                     html.escape(f"At T = {TEMPERATURES[0]:g}: mean α {sum(alphas) / max(1, len(alphas)):.0%} over "
+                                 f"{len(alphas)} tested drafts" + (f" ({ask.scale} prompts)." if ask.scale > 1 else "."))),
+                memo={"rows": rows, "scale": ask.scale})
 
 
-def reveal_temperature(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
-    rows = list(need(memo, "rows")) + [rv.acceptance_row(_temperature_run(pool, t)) for t in TEMPERATURES[1:]]
+def reveal_temperature(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
+    scale = need(memo, "scale")
+    rows = list(need(memo, "rows")) + [_temperature_rows(pool, t, scale) for t in TEMPERATURES[1:]]
     return Step([None, acceptance_by_temperature_figure(rows)], answer=rv.reveal_temperature(str(guess), rows))
 
 
@@ -64,22 +75,22 @@ TEMPERATURE = Chapter(
     "test u < min(1, p/q), as exactness requires.\n\n"
     f"**Run** samples 32 tokens of a poem with the trained draft at T = {TEMPERATURES[0]:g}; the chart shows "
     f"acceptance at each draft position. Guess: at T = {TEMPERATURES[-1]:g}, is acceptance lower, about the same "
-    f"(within 10 %), or higher? Reveal runs the same prompt at T = "
-    f"{' and '.join(f'{t:g}' for t in TEMPERATURES[1:])}.",
-    Guess(f"at T = {TEMPERATURES[-1]:g} acceptance will be…", "about the same",
-          choices=("lower", "about the same", "higher")),
-    run_temperature, reveal_temperature)
+    f"(within {rv.SAME_MARGIN:.0%} points), or higher? Reveal runs the same prompt at T = "
+    f"{' and '.join(f'{t:g}' for t in TEMPERATURES[1:])} and judges with the 95 % interval of the difference.",
+    Guess(f"at T = {TEMPERATURES[-1]:g} acceptance will be…", choices=("lower", "about the same", "higher")),
+    run_temperature, reveal_temperature,
+    longer=f"{LONGER} prompts at every temperature instead of one")
 
 
 # --- 7. when it pays ---------------------------------------------------------------------------------------
 
-def run_pays(pool: Pool, setting: Any = None) -> Step:
-    trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, 0.0, 32), baseline=True)
+def run_pays(pool: Pool, ask: Ask) -> Step:
+    trace = trace_run(pool, PAIR_FEATURE, POEM, config(4, 0.0, 32 * ask.scale), baseline=True)
     return Step([positions_figure(trace), later("Measured vs. theory")],
                 note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"trace": trace})
 
 
-def reveal_pays(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+def reveal_pays(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
     trace = need(memo, "trace")
     return Step([whatif_figure(trace, whatif_rows(trace, gpu_name())), theory_figure(trace, k_max=K_MAX)],
                 answer=rv.reveal_speedup(float(guess), trace, predict_speedup(trace, flat=True)))
@@ -94,23 +105,24 @@ PAYS = Chapter(
     "**Run** writes a short poem with the trained draft (K = 4), then the baseline does; the note gives the run's α̂ and ĉ, "
     "the chart acceptance at each draft position. Guess the measured speedup. Reveal sets it against the closed "
     "form and this CPU's cost model, and prices the same run on other hardware.",
-    Guess("the measured speedup over the baseline (×)?", 1.0, 0.25, 3.0, 0.05),
-    run_pays, reveal_pays)
+    Guess(f"the measured speedup over the baseline (×)? (within the run's interval or ±{rv.SPEEDUP_TOLERANCE:g} "
+          "counts)", 0.25, 3.0, 0.05),
+    run_pays, reveal_pays, longer=f"{32 * LONGER} tokens instead of 32")
 
 
 # --- 8. choosing a draft -----------------------------------------------------------------------------------
 
-def run_drafts(pool: Pool, setting: Any = None) -> Step:
-    sel = compare_drafts(pool, CODE, config(4, 0.0, 24))
+def run_drafts(pool: Pool, ask: Ask) -> Step:
+    sel = compare_drafts(pool, [CODE], config(4, 0.0, 24))
     rows = "; ".join(f"{r.name}: ×{r.mean_speedup:.2f}" for r in sel.ranking)
     return Step([compare_figure(sel), later("On an open-ended prompt")],
-                note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows})
+                note(html.escape(f"On the copying prompt: {rows}.")), memo={"copy": rows, "scale": ask.scale})
 
 
-def reveal_drafts(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+def reveal_drafts(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
     need(memo, "copy")
-    sel = compare_drafts(pool, POEM, config(4, 0.0, 24))
-    rows = [(r.name, r.mean_speedup, r.mean_acceptance) for r in sel.ranking]
+    sel = compare_drafts(pool, list(OPEN_PROMPTS[:need(memo, "scale")]), config(4, 0.0, 24))
+    rows = [(r.name, r.mean_speedup, r.mean_acceptance, r.interval) for r in sel.ranking]
     return Step([None, compare_figure(sel)], answer=rv.reveal_draft(str(guess), rows))
 
 
@@ -123,23 +135,23 @@ DRAFTS = Chapter(
     "**Run** sets all three against the baseline on a copying prompt (rename a variable in a short function). "
     "Now guess: on an open-ended prompt — a short poem — which wins? Reveal runs it. Any draft must share the "
     "target's tokenizer, not just its vocabulary size: otherwise its token ids mean other words to the target.",
-    Guess("on the open-ended prompt, which wins?", FEATURE, choices=(NGRAM, TOKEN_ONLY, FEATURE)),
-    run_drafts, reveal_drafts)
+    Guess("on the open-ended prompt, which wins?", choices=(NGRAM, TOKEN_ONLY, FEATURE)),
+    run_drafts, reveal_drafts, longer=f"{LONGER} open-ended prompts instead of one")
 
 
 # --- 9. choosing K -----------------------------------------------------------------------------------------
 
-def run_k(pool: Pool, setting: Any = None) -> Step:
+def run_k(pool: Pool, ask: Ask) -> Step:
     trace = trace_run(pool, PAIR_NGRAM, CODE, config(4, 0.0, 24), baseline=False)
     verify_ms = verify_curve(pool, K_MAX + 1)
     return Step([positions_figure(trace), forward_cost_figure(verify_ms)],
-                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms})
+                note(html.escape(run_summary(trace)), alpha_c(trace)), memo={"verify_ms": verify_ms, "scale": ask.scale})
 
 
-def reveal_k(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+def reveal_k(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
     verify_ms = need(memo, "verify_ms")
-    sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24))
-    rows = [(r.k, r.tokens_per_s) for r in sw.runs]
+    sw = sweep_k(pool, CODE, K_MAX, config(1, 0.0, 24 * need(memo, "scale")))
+    rows = [(r.k, r.tokens_per_s, r.speedup) for r in sw.runs]
     return Step([ksweep_figure(sw), None],
                 answer=rv.reveal_best_k(int(guess), rows, sw.baseline_tokens_per_s, verify_ms))
 
@@ -153,20 +165,20 @@ CHOOSE_K = Chapter(
     f"draft position and that cost curve. Guess the fastest K; Reveal sweeps K = 1 … {K_MAX}, every run side by "
     "side with the baseline. With a flat, GPU-like verify the best K would be larger: the right K depends on the "
     "hardware, not only on α.",
-    Guess("the fastest K here?", 4, 1, K_MAX, 1),
-    run_k, reveal_k)
+    Guess("the fastest K here?", 1, K_MAX, 1),
+    run_k, reveal_k, longer=f"{24 * LONGER} tokens at every K instead of 24")
 
 
 # --- 10. pitfalls -------------------------------------------------------------------------------------------
 
-def run_costly(pool: Pool, setting: Any = None) -> Step:
-    trace = trace_run(pool, PAIR_SELF, POEM, config(4, 0.0, 24), baseline=True)
+def run_costly(pool: Pool, ask: Ask) -> Step:
+    trace = trace_run(pool, PAIR_SELF, POEM, config(COSTLY_K, 0.0, COSTLY_TOKENS * ask.scale), baseline=True)
     return Step([outcomes_figure(trace), later("Race against the baseline")],
                 note(html.escape(run_summary(trace)), html.escape(f"Acceptance: {trace.stats.acceptance_rate:.0%}.")),
                 memo={"trace": trace})
 
 
-def reveal_costly(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+def reveal_costly(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
     trace = need(memo, "trace")
     return Step([None, race_figure(trace)], answer=rv.reveal_costly_draft(str(guess), trace))
 
@@ -179,8 +191,8 @@ PITFALLS = Chapter(
     "output (chapter 5's bug). A draft with **another tokenizer** proposes ids that mean other words to the "
     "target, even with a vocabulary of the same size; the app refuses such pairs, naming the check they fail "
     "(the Draft comparison tab shows one).",
-    Guess("with a draft as costly as the target, speculation is…", "slower", choices=("faster", "slower")),
-    run_costly, reveal_costly)
+    Guess("with a draft as costly as the target, speculation is…", choices=("faster", "slower")),
+    run_costly, reveal_costly, longer=f"{COSTLY_TOKENS * LONGER} tokens instead of {COSTLY_TOKENS}")
 
 
 CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, PITFALLS)

@@ -29,7 +29,8 @@ from components.serving.models import get_model, locked
 from components.serving.pairs import Pool
 from components.serving.session import run_session
 
-MAX_NEW = 32                 # no chapter generates more
+MAX_NEW = 32                 # no chapter's run generates more ...
+LONGER = 3                   # ... and its longer run (when one run cannot tell) at most this many times as much
 LAB_RUNS = 2000              # toy exactness runs: ≈ 1–3 ms each here
 LAB_BUDGET_S = 20.0
 NGRAM = "prompt lookup"
@@ -37,10 +38,13 @@ TOKEN_ONLY = "the token-only draft"
 FEATURE = "the feature-reading draft"
 
 
-def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0, tree_nodes: int = 0) -> SpecConfig:
+def config(k: int, temperature: float, max_new_tokens: int, seed: int = 0, tree_nodes: int = 0,
+           sampler: str = "standard") -> SpecConfig:
     """A chapter's settings, checked like the Live tab's (fixed K, no top-k / top-p, no confidence stop;
-    ``tree_nodes`` > 0: a token tree of that many nodes, depth <= K, the default children per node)."""
-    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW), seed, "fixed", 0.0, tree_nodes)
+    ``tree_nodes`` > 0: a token tree of that many nodes, depth <= K, the default children per node; ``sampler``:
+    the standard or the coupled rule)."""
+    return make_config(k, temperature, 0, 1.0, min(max_new_tokens, MAX_NEW * LONGER), seed, "fixed", 0.0, tree_nodes,
+                       sampler=sampler)
 
 
 def trace_run(pool: Pool, pair: str, prompt: str, cfg: SpecConfig, baseline: bool) -> Trace:
@@ -80,23 +84,23 @@ BUGS: dict[str, InjectedBugs] = {
 }
 
 
-def exactness(bug: str, agreement: float = 0.3, seed: int = 0) -> LabResult:
-    """The Exactness lab on the toy ten-word pair: the next token sampled ``LAB_RUNS`` times, with ``bug``."""
+def exactness(bug: str, agreement: float = 0.3, seed: int = 0, runs: int = LAB_RUNS) -> LabResult:
+    """The Exactness lab on the toy ten-word pair: the next token sampled ``runs`` times, with ``bug``."""
     if bug not in BUGS:
         raise page_error(f"unknown bug {bug!r:.80}")
     pair = make_toy_pair(agreement)
     ids = pair.tokenizer.encode("the cat")
-    settings = LabSettings(n_tokens=1, k=3, temperature=1.0, n_runs=LAB_RUNS, seed=seed)
+    settings = LabSettings(n_tokens=1, k=3, temperature=1.0, n_runs=runs, seed=seed)
     try:
         return run_exactness(pair.target, pair.draft, ids, settings, "toy", pair.tokenizer, BUGS[bug],
-                             time_budget_s=LAB_BUDGET_S)
+                             time_budget_s=LAB_BUDGET_S * runs / LAB_RUNS)
     except (ValueError, RuntimeError) as e:
         raise page_error(str(e)) from e
 
 
-def compare_drafts(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
-    """Prompt lookup and the two trained drafts (token-only, feature-reading) on ``prompt``, each against the
-    same baseline."""
+def compare_drafts(pool: Pool, prompts: list[str], cfg: SpecConfig) -> Selection:
+    """Prompt lookup and the two trained drafts (token-only, feature-reading) on each prompt, each against the
+    prompt's baseline."""
     lm = get_model(pool, "bundled")
     cands = [Candidate(NGRAM, NGramDrafter())]
     for key, name in (("trained", TOKEN_ONLY), ("feature", FEATURE)):
@@ -104,10 +108,10 @@ def compare_drafts(pool: Pool, prompt: str, cfg: SpecConfig) -> Selection:
             cands.append(Candidate(name, model_drafter(shipped_draft_for(key, lm.model), name=key)))
         except RuntimeError as e:
             raise page_error(f"{SHIPPED[key]}: {e}") from e
-    ids = prompt_ids(lm, prompt, True, cfg.max_new_tokens)
+    ids = [prompt_ids(lm, prompt, True, cfg.max_new_tokens) for prompt in prompts]
     with locked(lm):
         try:
-            return evaluate_drafts(lm.model, lm.tokenizer, cands, [prompt], [ids], cfg)
+            return evaluate_drafts(lm.model, lm.tokenizer, cands, prompts, ids, cfg)
         except ValueError as e:
             raise page_error(str(e)) from e
 
@@ -123,12 +127,16 @@ def sweep_k(pool: Pool, prompt: str, k_max: int, cfg: SpecConfig) -> KSweep:
             raise page_error(str(e)) from e
 
 
+class NeedsRun(Exception):
+    """A reveal asked for what only its chapter's run provides (the page answers: run the chapter first)."""
+
+
 def need(memo: Any, key: str) -> Any:
-    """What a reveal needs from its chapter's run, or a gr.Error asking for the run first."""
+    """What a reveal needs from its chapter's run; ``NeedsRun`` when the run has not been made."""
     if not isinstance(memo, dict) or key not in memo:
-        raise page_error("Run this chapter first: the answer comes from the run you make.")
+        raise NeedsRun(key)
     return memo[key]
 
 
-__all__ = ["MAX_NEW", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "verify_curve", "exactness",
-           "compare_drafts", "sweep_k", "need"]
+__all__ = ["MAX_NEW", "LONGER", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "verify_curve", "exactness",
+           "compare_drafts", "sweep_k", "need", "NeedsRun"]

@@ -10,8 +10,8 @@ from typing import Any
 
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import note, pick, run_summary
-from components.pages.learn.book import Chapter, Guess, Setting, Step
-from components.pages.learn.runs import config, need, trace_run, verify_curve
+from components.pages.learn.book import Ask, Chapter, Guess, Setting, Step
+from components.pages.learn.runs import LONGER, config, need, trace_run, verify_curve
 from components.render.tree import tree_figure, tree_mask_figure
 from components.serving.pairs import OPEN_PROMPTS, PAIR_FEATURE, Pool
 
@@ -20,10 +20,10 @@ TEMPERATURE = 0.7
 POEM = OPEN_PROMPTS[0]
 
 
-def run_trees(pool: Pool, setting: Any = K) -> Step:
-    nodes = K if setting is None else int(setting)
-    chain = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32), baseline=False)
-    tree = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32, tree_nodes=nodes), baseline=False)
+def run_trees(pool: Pool, ask: Ask) -> Step:
+    nodes = K if ask.setting is None else int(ask.setting)
+    chain = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32 * ask.scale), baseline=False)
+    tree = trace_run(pool, PAIR_FEATURE, POEM, config(K, TEMPERATURE, 32 * ask.scale, tree_nodes=nodes), baseline=False)
     verify_ms = verify_curve(pool, nodes + 1)
     i = pick(tree)
     return Step([tree_figure(tree, i), tree_mask_figure(tree, i)],
@@ -33,7 +33,7 @@ def run_trees(pool: Pool, setting: Any = K) -> Step:
                 memo={"chain": chain, "tree": tree, "verify_ms": verify_ms})
 
 
-def reveal_trees(pool: Pool, guess: Any, memo: Any, setting: Any = None) -> Step:
+def reveal_trees(pool: Pool, guess: Any, memo: Any, ask: Ask) -> Step:
     answer = rv.reveal_tree_gain(float(guess), need(memo, "chain"), need(memo, "tree"), need(memo, "verify_ms"))
     return Step([None, None], answer=answer)
 
@@ -49,8 +49,10 @@ TREES = Chapter(
     f"**Run** samples 32 tokens at T = {TEMPERATURE:g} with the trained draft, as a chain of K = {K} and as a tree "
     f"of N nodes, depth ≤ {K}. Guess how many more tokens per iteration the tree yields; Reveal adds what its "
     "verify cost.",
-    Guess("tokens per iteration: the tree's minus the chain's?", 0.5, -1.0, 2.0, 0.05),
+    Guess(f"tokens per iteration: the tree's minus the chain's? (within the run's interval or ±{rv.TREE_TOLERANCE:g} "
+          "counts)", -1.0, 2.0, 0.05),
     run_trees, reveal_trees,
-    Setting("the tree's nodes", ((f"N = {K}: the chain's budget", K), (f"N = {4 * K}: four times it", 4 * K)), K))
+    Setting("the tree's nodes", ((f"N = {K}: the chain's budget", K), (f"N = {4 * K}: four times it", 4 * K)), K),
+    longer=f"{32 * LONGER} tokens for each instead of 32")
 
 __all__ = ["TREES"]

@@ -47,13 +47,14 @@ MS_PER_RUN = {"toy": "≈1–3 ms", "ngram": "≈0.2 s", "self": "≈0.4 s", "tr
 
 
 def lab_bugs(resample_from_p: bool, greedy_ratio: bool, mismatch: bool, draft_temperature: Any,
-             drop_bonus: bool) -> InjectedBugs:
+             drop_bonus: bool, noise_by_iteration: bool = False) -> InjectedBugs:
     """The UI's switches as an ``InjectedBugs`` (every one off unless ticked)."""
     dt = None
     if mismatch:
         dt = as_float("draft temperature", draft_temperature, 0.05, 5.0)
     return InjectedBugs(resample_from_p=bool(resample_from_p), greedy_draft_ratio_rule=bool(greedy_ratio),
-                        draft_temperature=dt, drop_bonus=bool(drop_bonus))
+                        draft_temperature=dt, drop_bonus=bool(drop_bonus),
+                        coupled_noise_by_iteration=bool(noise_by_iteration))
 
 
 def lab_setup_changed(setup: str) -> tuple[Any, Any, Any, Any]:
@@ -70,16 +71,20 @@ def lab_setup_changed(setup: str) -> tuple[Any, Any, Any, Any]:
 def run_lab(pool: Any, setup: str, prompt: Any, chat: bool, agreement: Any, n_tokens: Any, k: Any,
             temperature: Any, top_k: Any, top_p: Any, n_runs: Any, seed: Any, bug_resample: bool,
             bug_greedy: bool, bug_mismatch: bool, bug_draft_temperature: Any, bug_drop_bonus: bool,
+            sampler: Any = "standard", bug_noise_by_iteration: bool = False,
             progress: Any = gr.Progress()) -> tuple[Any, str, str]:
-    """Run the exactness experiment. Returns (figure, verdict markdown, details markdown)."""
+    """Run the exactness experiment with the standard or the coupled rule (``sampler``). Returns (figure, verdict
+    markdown, details markdown)."""
     if setup not in LAB_DEFAULTS:
         raise page_error(f"unknown setup {setup!r}")
     prompt = check_prompt(prompt)
-    bugs = lab_bugs(bug_resample, bug_greedy, bug_mismatch, bug_draft_temperature, bug_drop_bonus)
+    bugs = lab_bugs(bug_resample, bug_greedy, bug_mismatch, bug_draft_temperature, bug_drop_bonus,
+                    bug_noise_by_iteration)
     settings = checked(LabSettings, n_tokens=as_int("tokens examined", n_tokens, 1, 2), k=checked(limits.check_k, k),
                        temperature=checked(limits.check_temperature, temperature),
                        top_k=checked(limits.check_top_k, top_k), top_p=checked(limits.check_top_p, top_p),
-                       n_runs=as_int("runs", n_runs, 1, LAB_MAX_RUNS[setup]), seed=checked(limits.check_seed, seed))
+                       n_runs=as_int("runs", n_runs, 1, LAB_MAX_RUNS[setup]), seed=checked(limits.check_seed, seed),
+                       sampler=checked(limits.check_sampler, sampler))
     budget = LAB_TIME_BUDGET_S[setup]
     report = reporter(progress, f"sampling {settings.n_runs:,} runs", "runs")
     try:
@@ -127,7 +132,7 @@ def lab_details_md(result: LabResult) -> str:
         ("p-value", pv),
         ("first iterations", f"{o.drafted_runs:,} runs drafted; {o.tested:,} drafts tested, {o.accepted:,} "
                              f"accepted; {o.resampled:,} ended with a resampled token, {o.bonus:,} with a bonus"),
-        ("settings", f"{s.n_tokens} token(s) examined, K = {s.k}, temperature {s.temperature:g}, top-k {s.top_k}, "
+        ("settings", f"{s.sampler} rule, {s.n_tokens} token(s) examined, K = {s.k}, temperature {s.temperature:g}, top-k {s.top_k}, "
                      f"top-p {s.top_p:g}, seeds {s.seed}…{s.seed + o.n_runs - 1}"),
     ]
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {a} | {html.escape(b)} |" for a, b in rows)
@@ -164,6 +169,9 @@ def build_lab_tab(pool: Any) -> None:
                                info=f"one run ≈ {MS_PER_RUN[setup0]} here; stops after "
                                     f"{LAB_TIME_BUDGET_S[setup0]:.0f} s")
             seed = gr.Number(value=0, precision=0, minimum=0, label="first seed", elem_id="lab-seed")
+            sampler = gr.Radio([("standard: accept iff u < min(1, p/q)", "standard"),
+                                ("coupled: shared noise by position (drafter-invariant)", "coupled")], value="standard",
+                               label="verification rule", elem_id="lab-sampler")
             with gr.Accordion("Break it on purpose: injected bugs (all off by default)", open=True,
                               elem_id="lab-bugs"):
                 gr.Markdown("The switches live in one place in the engine, `specdec_core/bugs.py` (`InjectedBugs`), "
@@ -179,6 +187,8 @@ def build_lab_tab(pool: Any) -> None:
                                             elem_id="lab-bug-drafttemp-value")
                 bug_drop = gr.Checkbox(False, label="drop the bonus token (a control: costs speed, keeps exactness)",
                                        elem_id="lab-bug-dropbonus")
+                bug_noise = gr.Checkbox(False, label="coupled rule: key the noise by iteration, not by position (stays "
+                                                     "exact, loses drafter invariance)", elem_id="lab-bug-noise")
             run = gr.Button("Run the test", variant="primary", elem_id="lab-run")
         with gr.Column(scale=2):
             plot = gr.Plot(exactness_figure(None), show_label=False, elem_id="lab-plot")
@@ -187,4 +197,5 @@ def build_lab_tab(pool: Any) -> None:
     setup.change(lab_setup_changed, [setup], [prompt, chat, n_runs, agreement])
     handler = gpu_task(bind_pool(run_lab, pool), duration=int(max(LAB_TIME_BUDGET_S.values())) + 60)
     run.click(handler, [setup, prompt, chat, agreement, n_tokens, k, temperature, top_k, top_p, n_runs, seed,
-                        bug_resample, bug_greedy, bug_mismatch, bug_draft_t, bug_drop], [plot, verdict, details])
+                        bug_resample, bug_greedy, bug_mismatch, bug_draft_t, bug_drop, sampler, bug_noise],
+              [plot, verdict, details])
