@@ -199,18 +199,18 @@ def test_twelve_simultaneous_http_generate_calls_match_the_same_calls_alone(app_
 
 def _values(s) -> tuple:
     return (s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed, s.chat,
-            s.confidence_stop, s.tree_nodes, s.tree_top_k)
+            s.confidence_stop, s.tree_nodes, s.tree_top_k, s.sampler)
 
 
 def _open(pool, query: str) -> tuple[Trace, str]:
     """A fresh page opening ``query``: the settings it sets, then the run it asks for (``live._link_runner``,
     as the page wires it); the final trace and status."""
     values = settings_from_url(SimpleNamespace(query_params=parse_qs(query[1:], keep_blank_values=True)))
-    assert values[14] is True
-    pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop, nodes, top = values[:14]
+    assert values[15] is True
+    pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop, nodes, top, rule = values[:15]
     runner = live._link_runner(lambda *a: run_live(pool, *a), pool)
-    frames = list(runner(True, values[16], pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
-                         chat, None, False, None, stop, nodes, top))
+    frames = list(runner(True, values[17], pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
+                         chat, None, False, None, stop, nodes, top, rule))
     return Trace.from_dict(frames[-1][-3]), frames[-1][-1]
 
 

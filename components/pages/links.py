@@ -55,6 +55,7 @@ class LiveSettings:
     confidence_stop: float
     tree_nodes: int = 0                     # 0 = a chain
     tree_top_k: int = DEFAULT_TREE_TOP_K
+    sampler: str = "standard"               # "coupled": drafter-invariant (the text is the coupled baseline's)
 
 
 LIVE_PARAMS = tuple(f.name for f in fields(LiveSettings))
@@ -135,6 +136,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "confidence_stop": _on_step(limits.check_confidence_stop, CONFIDENCE_STEP),
     "tree_nodes": _whole(limits.check_tree_nodes),
     "tree_top_k": _whole(limits.check_tree_top_k),
+    "sampler": limits.check_sampler,
 }
 
 
@@ -191,7 +193,7 @@ def spec_config(settings: LiveSettings) -> SpecConfig:
     return SpecConfig(k=settings.k, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, k_policy=settings.k_policy,
                       confidence_stop=settings.confidence_stop, tree_nodes=settings.tree_nodes,
-                      tree_top_k=settings.tree_top_k)
+                      tree_top_k=settings.tree_top_k, sampler=settings.sampler)
 
 
 def _text(value: Any) -> str:
