@@ -72,7 +72,7 @@ def test_a_run_whose_clock_jumps_makes_the_same_choices(bundled, monkeypatch):
     ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
     cfg = recommended_config(temperature=0.8, seed=5, max_new_tokens=12)
     quiet = speculative_generate(model, NGramDrafter(), ids, cfg, tok)
-    import specdec_core.timing as timing
+    from specdec_core import timing
     rng, real = random.Random(1), timing.time.perf_counter
     jumps = [0.0]
 
