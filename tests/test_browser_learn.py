@@ -12,7 +12,7 @@ from components.pages.learn import CHAPTERS
 from tools.browser import (LEARN_CHAPTER_JS, LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing,
                            learn_part, learn_reveal, learn_run)
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 N = len(CHAPTERS)

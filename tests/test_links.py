@@ -169,6 +169,7 @@ def _same_run(a: Trace, b: Trace) -> None:
         [(it.k, [(d.token_id, d.u, d.accepted) for d in it.drafts], it.emitted) for it in b.iterations]
 
 
+@pytest.mark.slow
 def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundled):
     """Sampling at T = 0.9 with a seed: the link's run (copy link -> page load -> the run it asks for) and a
     run with the same settings typed in give the same tokens, drafts and uniform draws."""
