@@ -224,6 +224,7 @@ def test_random_links_never_crash_and_what_they_set_reads_back():
     assert accepted >= 20
 
 
+@pytest.mark.slow
 def test_a_coupled_link_runs_the_coupled_rule(bundled):
     """``sampler=coupled`` reaches the run: the trace records the rule, and the text is the coupled baseline's."""
     pool = _Pool(*bundled)

@@ -62,6 +62,7 @@ def pool(bundled):
 
 # --- the engine: no clock in the K policy's choices ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_run_whose_clock_jumps_makes_the_same_choices(bundled, monkeypatch):
     """The cost policy on the bundled model and prompt lookup at T 0.8: once its prices are measured, a run in
     which every clock reading jumps by up to half a second (a machine under any load) gives the same tokens,
@@ -87,6 +88,7 @@ def test_a_run_whose_clock_jumps_makes_the_same_choices(bundled, monkeypatch):
     assert len({it.k for it in quiet.iterations}) > 1               # the policy did choose
 
 
+@pytest.mark.slow
 def test_a_traces_prices_replay_its_k_choices(bundled):
     """``calibration`` recorded in a trace (the verify curve, the drafter's costs, the host time) given back as
     ``prices=`` prices a new run the same: the same K choices, on any machine; other prices choose otherwise."""
@@ -144,6 +146,7 @@ def test_tiny_models_get_prices_once_and_keep_them(tiny_pair, one_thread):
 
 # --- the app: /generate under load ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
     """12 /generate calls at once from 12 threads (prompt, seed and temperature 0.8; every other value the
     default but the length: 8 tokens, to keep the default run short; the slow suite sends the defaults over
@@ -214,6 +217,7 @@ def _open(pool, query: str) -> tuple[Trace, str]:
     return Trace.from_dict(frames[-1][-3]), frames[-1][-1]
 
 
+@pytest.mark.slow
 def test_a_copied_link_opened_twice_gives_the_same_trace_and_says_so(pool):
     """The recommended settings (the feature draft, the cost-aware policy) at T 0.8: "copy link" names what the
     run depends on here (``repro``); opened twice, the link gives the same tokens and iterations, and the run
