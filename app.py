@@ -117,11 +117,14 @@ def main() -> None:
     pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
-    start_calibration(pool)                # the cost policy's prices, measured once, in the background
+    calibrating = start_calibration(pool)  # the cost policy's prices, measured once, in the background:
+    calibrating.wait_first()               # the default pair's before the page opens, so no first run stalls
     demo = build_demo(pool)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                **launch_options())
+                prevent_thread_lock=True, **launch_options())
+    calibrating.page_opens()               # the rest of the calibration waits for the app to be idle a while
+    demo.block_thread()
 
 
 if __name__ == "__main__":

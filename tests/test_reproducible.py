@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 from urllib.parse import parse_qs
@@ -301,3 +302,20 @@ def test_a_run_asked_for_during_start_up_calibration_waits_and_says_so(pool, fre
     assert rest[-1].trace.calibration["verify_ms"][:2] == [33.0, 36.0]    # priced by the finished calibration
     # a fixed-K run also waits for start-up proper (the model is being timed), not after it
     assert list(wait_for_calibration(None, SpecConfig(), lambda m: m)) == []
+
+
+def test_the_later_jobs_give_way_to_runs(pool, fresh_prices, monkeypatch):
+    """After start-up proper the later jobs wait until no run has been going for IDLE_S: a run that comes during
+    the idle window runs at once, and the job measures only after it (and the window after it) has passed."""
+    counts, _ = fresh_prices
+    monkeypatch.setattr(calibrate, "IDLE_S", 0.5)
+    later = [JOBS[0], Job("prompt lookup's costs", PAIR_NGRAM, 0, 30, False)]
+    cal = calibrate.start_calibration(pool, later)
+    cal.wait_first()
+    assert counts == {"verify": 1, "drafts": 0}
+    with calibrate.run_going():
+        time.sleep(1.0)                                # a run longer than the window: the job waits for it
+        assert counts["drafts"] == 0 and cal.running
+    ended = time.monotonic()
+    assert cal.finished.wait(30) and counts == {"verify": 1, "drafts": 1}
+    assert time.monotonic() - ended >= 0.4

@@ -8,19 +8,21 @@ target's lock (no run or experiment times the model meanwhile):
   1. the bundled target's verify curve, 1 … the recommended K cap + 1 tokens fed;
   2. the trained feature draft's costs (the default pair: a draft step, a catch-up forward per token, the host
      time per iteration greedy and sampling, a tree level and a tree iteration's host time);
-  -- start-up proper ends here: every run waits for it --
+  -- start-up proper ends here: ``app.main`` opens the page only after it (``wait_first``), so the first run of
+     the default settings starts at once --
   3. prompt lookup's costs, 4. the token-only draft's; 5. the verify curve's larger sizes, up to what the page
      allows (K 16, trees of 32 nodes), appended to the stored sizes (which keep their prices); 6. the
-     self-draft's costs (every draft step a target forward). 5 and 6 let waiting runs through between timed
-     rounds.
+     self-draft's costs (every draft step a target forward). These give way to runs: they start, and go on
+     after each timed round, only once no run has been going for ``IDLE_S`` (``run_going`` around every run).
 
-``wait_for_calibration`` is the session's side: while jobs 1-2 run every run waits, showing
-"Calibrating this machine's costs (one-time, ~N s)…"; after that a run waits only while its own prices are still
-to come (another pair, a K above the cap, a tree). So no run is priced with a half-finished calibration, and
-no run measures anything while the start-up does.
+``wait_for_calibration`` is the session's side: while jobs 1-2 run (where a page is served meanwhile) every run
+waits, showing "Calibrating this machine's costs (one-time, ~N s)…"; after that a run waits only while its own
+prices are still to come (another pair, a K above the cap, a tree). So no run is priced with a half-finished
+calibration, and no run measures anything while the start-up does.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -37,6 +39,8 @@ from components.serving.pairs import PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, PAIR_T
 from components.serving.run_limits import POLL_S
 
 NOTE = "Calibrating this machine's costs (one-time, ~{eta} s)…"
+IDLE_S = 30.0          # the later jobs measure once the app has been idle this long (from its page opening or a
+                       # run's end), or at once for a run that waits for them
 FIRST_SIZES = RECOMMENDED_K_CAP + 1                             # what the recommended settings can feed
 ALL_SIZES = max(limits.MAX_K, limits.MAX_TREE_NODES) + 1        # what the page allows
 
@@ -84,6 +88,8 @@ class StartupCalibration:
         self._unit_s: float | None = None               # seconds per one-token forward, as measured
         self._job_start = 0.0
         self._spent = 0.0                               # seconds of the finished jobs
+        self._runs = 0                                  # runs going now (``run_in_progress``)
+        self._last_run = -float("inf")                  # when the last one ended
         self.started = False
 
     # -- running --
@@ -108,8 +114,9 @@ class StartupCalibration:
                 with self._changed:
                     self._spent += time.monotonic() - self._job_start
                     self.done += 1
-                    if not any(j.first for j in self.jobs[self.done:]):
+                    if not self.first_done and not any(j.first for j in self.jobs[self.done:]):
                         self.first_done = True
+                        self._last_run = time.monotonic()     # the page opens now: its first run comes first
                     self._changed.notify_all()
         finally:
             with self._changed:
@@ -125,12 +132,15 @@ class StartupCalibration:
         if self._unit_s is None:
             self._unit_s = _one_forward_s(target.model)
         lock = target.lock
+        if not job.first:
+            self._wait_idle()
         lock.acquire()
         held = [True]
 
-        def pause() -> None:                           # let the runs waiting for the model through
-            lock.release()
+        def pause() -> None:                           # let the runs waiting for the model through, and wait
+            lock.release()                             # until the app has been idle a while
             held[0] = False
+            self._wait_idle()
             lock.acquire()
             held[0] = True
         try:
@@ -143,6 +153,39 @@ class StartupCalibration:
         finally:
             if held[0]:
                 lock.release()
+
+    @contextlib.contextmanager
+    def run_going(self) -> Iterator[None]:
+        """A run waiting for its models or running: the later jobs hold back until none has been going for
+        ``IDLE_S`` (a run that comes while a timed round goes waits for that round only)."""
+        with self._changed:
+            self._runs += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._runs -= 1
+                self._last_run = time.monotonic()
+
+    def page_opens(self) -> None:
+        """The app serves its page from now: the later jobs wait ``IDLE_S`` for its first run."""
+        with self._changed:
+            self._last_run = time.monotonic()
+
+    @contextlib.contextmanager
+    def wanted(self) -> Iterator[None]:
+        """A run waiting for prices a later job measures: the jobs go on without waiting for the app to be idle."""
+        with self._changed:
+            self._wanted += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._wanted -= 1
+
+    def _wait_idle(self) -> None:
+        while self._runs or (not self._wanted and time.monotonic() < self._last_run + IDLE_S):
+            time.sleep(0.25)
 
     # -- what a waiting run is told --
     @property
@@ -165,6 +208,11 @@ class StartupCalibration:
 
     def message(self) -> str:
         return NOTE.format(eta=max(1, round(self.remaining_s())))
+
+    def wait_first(self) -> None:
+        """Until start-up proper has ended (the app opens its page after it: the first run starts at once)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.first_done)
 
     def wait_change(self, timeout: float) -> None:
         with self._changed:
@@ -220,8 +268,17 @@ def wait_for_calibration(pair: Pair, cfg: SpecConfig, frame: Callable[[str], Any
             drafter = drafter if drafter is not None else pair.drafter()
             if prices.cached_prices(cfg, pair.target.model, drafter) is not None:
                 return
-        yield frame(cal.message())
-        cal.wait_change(poll_s)
+            with cal.wanted():
+                yield frame(cal.message())
+                cal.wait_change(poll_s)
+        else:
+            yield frame(cal.message())
+            cal.wait_change(poll_s)
+
+
+def run_going() -> contextlib.AbstractContextManager:
+    """Around a run's wait for its models and the run: the start-up calibration's later jobs give way to it."""
+    return _current.run_going() if _current is not None else contextlib.nullcontext()
 
 
 
@@ -247,4 +304,4 @@ def run_reference(pool: Pool, pair_key: Any, cfg: SpecConfig) -> str | None:
 
 
 __all__ = ["StartupCalibration", "Job", "default_jobs", "start_calibration", "current", "set_current",
-           "wait_for_calibration", "run_reference", "NOTE"]
+           "wait_for_calibration", "run_going", "run_reference", "NOTE"]
