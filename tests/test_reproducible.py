@@ -315,7 +315,7 @@ def test_the_later_jobs_give_way_to_runs(pool, fresh_prices, monkeypatch):
     assert counts == {"verify": 1, "drafts": 0}
     with calibrate.run_going():
         time.sleep(1.0)                                # a run longer than the window: the job waits for it
-        assert counts["drafts"] == 0 and cal.running
+        assert counts["drafts"] == 0 and cal.running, cal.errors
     ended = time.monotonic()
     assert cal.finished.wait(30) and counts == {"verify": 1, "drafts": 1}
     assert time.monotonic() - ended >= 0.4

@@ -88,7 +88,8 @@ class StartupCalibration:
         self._unit_s: float | None = None               # seconds per one-token forward, as measured
         self._job_start = 0.0
         self._spent = 0.0                               # seconds of the finished jobs
-        self._runs = 0                                  # runs going now (``run_in_progress``)
+        self._runs = 0                                  # runs going now (``run_going``)
+        self._wanted = 0                                # runs waiting for a later job's prices
         self._last_run = -float("inf")                  # when the last one ended
         self.started = False
 
