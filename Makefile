@@ -29,7 +29,7 @@ cli: setup
 	$(PY) -m specdec_core --prompt "Repeat the following text exactly: The quick brown fox jumps over the lazy dog." --baseline
 
 # --durations=30: every run (CI's too) prints its slowest tests
-test: setup browser-deps
+test: setup
 	$(PY) -m pytest -q -m "not slow" --durations=30
 
 test-slow: setup browser-deps

@@ -6,8 +6,9 @@
 ``?tab=learn&chapter=N`` a chapter of the lesson), wires their events, adds the class panel (presenter mode, Learn
 tab) and the students' page of a class (``/class``, where ``?class=CODE`` leads), and adds
 the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
-``main()`` loads the bundled model (on CUDA when available), warms it up, and launches with the queue on.
-Nothing is loaded at import time.
+``main()`` loads the bundled model (on CUDA when available), warms it up, starts the one-time calibration of this
+machine's costs in the background (``components/serving/calibrate.py``: runs wait for it, with a note, instead of
+calibrating themselves) and launches with the queue on. Nothing is loaded or measured at import time.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from components.pages.theme import A11Y_CSS, theme
 from components.render.classroom import CSS as CLASS_CSS
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
+from components.serving.calibrate import start_calibration
 from components.serving.classroom import ClassLimits, RoomStore, default_store
 from components.serving.classroom.http import stage_route
 from components.serving.compression import app_kwargs as compression_kwargs
@@ -132,11 +134,15 @@ def main() -> None:
     pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
     bundled = pool.get("bundled")          # on CUDA when available (ZeroGPU: moved there at start-up)
     warm_up(bundled.model)
+    calibrating = start_calibration(pool)  # the cost policy's prices, measured once, in the background:
+    calibrating.wait_first()               # the default pair's before the page opens, so no first run stalls
     store = default_store()                # the classes' rooms (limits from SPECDEC_CLASS_*)
     demo = build_demo(pool, store)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),
-                **launch_options(store))
+                prevent_thread_lock=True, **launch_options(store))
+    calibrating.page_opens()               # the rest of the calibration waits for the app to be idle a while
+    demo.block_thread()
 
 
 if __name__ == "__main__":

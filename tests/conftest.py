@@ -48,9 +48,10 @@ def tiny_pair():
 # The bundled model's verify curve: ms of one forward over 1..17 new tokens after 128 cached ones, one thread,
 # measured on this project's 2-core machine (``calibration.measure_verify_curve``, the mean of two runs). The
 # ``bundled`` fixture puts it in the process's calibration cache, so the cost-aware runs of the session use it
-# instead of measuring the curve again whenever a run needs a longer one (three calibrations, about 6 s of
-# forwards, in the default run). Measuring is tested on a tiny model in test_costmodel.py, and the app the
-# tests start calibrates for real.
+# instead of measuring the curve (about 6 s of forwards in the default run); a drafter's costs are still
+# measured at its first cost-aware run of the session (short engine runs, ``decoding/prices.py``). Measuring is
+# tested on a tiny model in test_costmodel.py and test_reproducible.py, and the app the tests start calibrates
+# for real, at its start-up.
 BUNDLED_VERIFY_MS = (31.5, 32.4, 38.0, 38.4, 57.4, 58.8, 65.9, 59.8, 68.0, 68.8, 76.4, 69.9, 78.1, 78.7, 86.2, 79.4,
                      87.9)
 
@@ -70,9 +71,8 @@ def bundled():
 def pytest_collection_modifyitems(config, items):
     """The tests that need the running app (``app_server``) run last: the app then serves them in one stretch
     rather than idling (at about 3 % of a core) through the rest of the session. The browser's come first among
-    them: their first Live run, at the page's recommended settings, is the one that makes the app calibrate its
-    verify curve up to the recommended K, which then covers the API tests' smaller K (the other way round, the
-    app calibrates twice). Otherwise the usual order."""
+    them (the app's start-up calibration, which their first run may wait for, covers every later run).
+    Otherwise the usual order."""
     def rank(item: pytest.Item) -> int:
         if "app_server" not in getattr(item, "fixturenames", ()):
             return 0

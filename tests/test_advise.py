@@ -38,6 +38,7 @@ def test_unusable_prompt_files_are_refused(tmp_path, capsys):
     assert len(read_prompts(None, 4)) == 4
 
 
+@pytest.mark.slow
 def test_a_small_sample_prints_intervals_the_verdict_and_the_table(bundled, tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Write a short poem about the sea at night.\nExplain how a refrigerator keeps food cold.\n"
@@ -58,6 +59,7 @@ def test_a_small_sample_prints_intervals_the_verdict_and_the_table(bundled, tmp_
     assert all(row["predicted_speedup"] is not None for row in data["report"]["what_if"])
 
 
+@pytest.mark.slow
 def test_one_prompt_falls_back_on_its_bootstrap(bundled, tmp_path, capsys):
     prompts = tmp_path / "one.txt"
     prompts.write_text("Write a short poem about the sea at night.\n", encoding="utf-8")

@@ -78,6 +78,7 @@ def test_generate_refuses_bad_values_with_the_field_named(pool, kw, message):
         generate(pool, **args)
 
 
+@pytest.mark.slow
 def test_k_policy_reaches_the_trace(pool):
     """Explicit values are used as given; adaptive_k=false (given) is fixed K, as it always was."""
     for policy, adaptive, want in (("cost", False, "cost"), ("", True, "heuristic"), ("heuristic", True, "heuristic"),
@@ -150,6 +151,7 @@ def test_validate_trace_names_the_broken_field():
         validate_trace(d)
 
 
+@pytest.mark.slow
 def test_the_api_description_lists_only_the_two_named_endpoints():
     info = app.build_demo(ModelPool()).get_api_info()
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
@@ -171,6 +173,7 @@ def client(app_server):
     c.close()
 
 
+@pytest.mark.slow
 def test_generate_and_validate_through_gradio_client(client):
     api = client.view_api(return_format="dict", print_info=False)
     assert set(api["named_endpoints"]) == {"/generate", "/validate_trace"} and not api["unnamed_endpoints"]
@@ -183,6 +186,7 @@ def test_generate_and_validate_through_gradio_client(client):
         f"{Trace.from_dict(json.loads(EXAMPLE.read_text())).stats.new_tokens} new tokens")
 
 
+@pytest.mark.slow
 def test_wrong_values_through_gradio_client_give_the_ui_message(client):
     from gradio_client.exceptions import AppError
     with pytest.raises(AppError, match="K must be a whole number, got 'four'"):
@@ -193,6 +197,7 @@ def test_wrong_values_through_gradio_client_give_the_ui_message(client):
         client.predict(trace='{"schema": "specdec-trace/1"}', api_name="/validate_trace")
 
 
+@pytest.mark.slow
 def test_generate_with_the_coupled_sampler_keeps_the_baselines_sample(pool):
     """sampler="coupled": the sampled text is the coupled baseline's for the same seed, and the summary says so;
     the standard rule at the same seed draws another sample (the same distribution)."""
@@ -207,6 +212,7 @@ def test_generate_with_the_coupled_sampler_keeps_the_baselines_sample(pool):
         generate(pool, prompt=PROMPT, sampler="nope")
 
 
+@pytest.mark.slow
 def test_the_app_serves_its_page_gzipped(app_server):
     """The page (about 1 MB of HTML) goes gzip-compressed to a browser that asks (``serving.compression``)."""
     import gzip

@@ -161,6 +161,7 @@ def test_stop_ends_the_run_cleanly_and_keeps_what_was_produced(pool):
     assert not pool.bundled.lock.locked()
 
 
+@pytest.mark.slow
 def test_stop_during_the_baseline_keeps_the_speculative_run_and_drops_the_partial_baseline(pool):
     control = new_control()
     frames = []
@@ -174,6 +175,7 @@ def test_stop_during_the_baseline_keeps_the_speculative_run_and_drops_the_partia
     assert "no baseline" in frames[-1][8] or "Tick" in frames[-1][8]
 
 
+@pytest.mark.slow
 def test_self_draft_accepts_what_it_drafts(pool):
     frames = list(_run(pool, pair=PAIR_SELF, max_new=5, k=2))
     trace = Trace.from_dict(frames[-1][STATE])
@@ -182,6 +184,7 @@ def test_self_draft_accepts_what_it_drafts(pool):
     assert trace.baseline.new_token_ids == trace.new_token_ids
 
 
+@pytest.mark.slow
 def test_default_pair_with_the_confidence_stop_drafts_less_and_keeps_the_greedy_output(pool):
     """The Live tab's default pair and confidence stop (what a visitor's first Run uses), at fixed K."""
     prompt = "Tell me something about lighthouses."
@@ -217,6 +220,7 @@ def test_unknown_pair_is_refused(pool):
         next(run_live(pool, "nope", "hi", 4, False, 0.0, 0, 1.0, 8, 0, False, True, None))
 
 
+@pytest.mark.slow
 def test_a_busy_model_makes_the_run_wait_and_say_so(pool):
     gen = _run(pool, max_new=2, baseline=False)
     pool.bundled.lock.acquire()
@@ -354,6 +358,7 @@ def test_replay_shows_a_valid_upload(tmp_path):
         replay_upload(None)
 
 
+@pytest.mark.slow
 def test_examples_ship_and_load():
     examples = list_examples()
     assert len(examples) >= 3

@@ -61,6 +61,7 @@ def test_render_marks_goals_refusals_and_sides_without_drafts():
     assert "outputs differ at token 3" in text and "seed=23" in text
 
 
+@pytest.mark.slow
 def test_a_short_real_run(bundled):
     """One shipped draft and prompt lookup (each model draft's sides are built alike; the other shipped draft's
     runs are tested in test_trained_draft_bundled.py)."""

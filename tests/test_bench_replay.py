@@ -40,6 +40,7 @@ def test_cli_refuses_bad_settings_before_loading_anything(argv, what, capsys):
     assert err.startswith("error: " + what) and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_recorded_copy_replayed_under_every_policy(bundled):
     """One real answer (the bundled model copying a passage), recorded and replayed, priced with a given verify
     curve (so the figures do not move with the machine's load): the report's path in the default run; the

@@ -16,7 +16,7 @@ from tools.browser import (FIGURES, VIEWPORT, browser, chromium_missing, open_pa
                            plot_traces as _plot_traces, presenter_replay_at, run_live, set_number as _set_number,
                            wait_for_anatomy)
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 

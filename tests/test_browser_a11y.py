@@ -20,7 +20,7 @@ import pytest
 from tools.browser import (FIGURES, axe_violations, browser, chromium_missing, figure_font_sizes, figure_labels,
                            figure_problems, learn_run, open_page, tab_walk)
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 PROJECTOR = {"width": 1920, "height": 1080}

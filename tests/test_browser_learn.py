@@ -10,9 +10,9 @@ import pytest
 
 from components.pages.learn import CHAPTERS
 from tools.browser import (LEARN_CHAPTER_JS, LEARN_PLOTS_JS, LEARN_SHOWN, VIEWPORT, browser, chromium_missing,
-                           learn_part, learn_reveal, learn_run)
+                           learn_guess, learn_part, learn_reveal, learn_run)
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 
 N = len(CHAPTERS)
@@ -42,11 +42,9 @@ def _guess_and_reveal(pg, n: int) -> str:
     """Set chapter ``n``'s guess to its last choice (or the slider's maximum), then Reveal."""
     guess = CHAPTERS[n - 1].guess
     if guess.choices:
-        learn_part(pg, "learn-guess").locator("label").nth(len(guess.choices) - 1).click()
+        learn_guess(pg, choice=-1)
     else:
-        box = learn_part(pg, "learn-guess").locator("input[type=number]")
-        box.fill(str(guess.maximum))
-        box.press("Enter")
+        learn_guess(pg, number=guess.maximum)
     return learn_reveal(pg)
 
 

@@ -18,7 +18,7 @@ from components.pages.links import parse_live_query
 from specdec_core import Trace
 from tools.browser import browser, chromium_missing, open_page, set_number, show_tab
 
-pytestmark = [pytest.mark.browser,
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
 NO_HOSTILE_IMG = "() => document.querySelectorAll('img[src*=\"sd-hostile\"]').length === 0"
 

@@ -14,7 +14,7 @@ EXTRACTIVE = ("Repeat the following text exactly: The mitochondria is the powerh
               "It produces energy through respiration.")
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "self"])
+@pytest.mark.parametrize("drafter", ["ngram", pytest.param("self", marks=pytest.mark.slow)])
 def test_greedy_speculative_equals_baseline(bundled, drafter):
     model, tok = bundled
     ids = encode_prompt(tok, EXTRACTIVE)
@@ -110,6 +110,7 @@ def test_cli_failed_download_is_plain(monkeypatch, capsys):
     assert "could not load 'some-org/not-a-model'" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_offline_with_baseline(tmp_path):
     """``python -m specdec_core`` in a fresh process. Fixed K: the default cost-aware policy would first calibrate
     the target in that process (about 60 forwards, half this test's time); the CLI's defaults, and a run with

@@ -44,6 +44,7 @@ def _assert_same_model(a_model, a_tok, b_model, b_tok):
         assert torch.equal(a_model(ids).logits, b_model(ids).logits)
 
 
+@pytest.mark.slow
 def test_a_written_entry_reads_back_equal(tmp_path, monkeypatch, bundled):
     """The session's bundled model (itself read from the persistent cache) written to a cache of this test
     and read back: the same model, without reading the GGUF file again."""

@@ -181,6 +181,7 @@ def test_the_installed_commands_name_themselves(monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.slow
 def test_python_m_with_cuda_here_prints_one_line(tmp_path):
     """The real command in a fresh process (no monkeypatching): no traceback, one line, status 2, quickly."""
     r = subprocess.run([sys.executable, "-m", "specdec_core", "--prompt", "hi", "--device", "cuda"],

@@ -316,6 +316,7 @@ def test_summary_flags_reduced_precision_and_missing_baseline(trace):
     assert "after a run" in summary_html(None)
 
 
+@pytest.mark.slow
 def test_a_coupled_trace_says_which_rule_ran_and_shows_the_mismatch(bundled):
     """Under the coupled rule the figures name the rule, and at a mismatch show the draft's token, the target's
     sample and their p and q (no residual is drawn)."""

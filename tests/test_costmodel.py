@@ -212,24 +212,27 @@ def test_cost_policy_picks_the_obviously_right_k():
     assert pol.choose(0) == (0, "cost: no drafts (the last token is the target's own)")
 
 
-def test_cost_policy_takes_the_runs_level_and_learns_the_verify_shape_it_meets():
-    """The calibration may be minutes old and, on a noisy machine, wrong in shape (measured here: a pass
-    that put 2 and 4 tokens fed at the same cost, where the runs paid 1.2 x for 4): the run's first verify
-    sets the level, and each number of tokens fed is corrected by what the run measured there."""
-    pol = CostAwareK(8, [50.0] * 9, 0.05, draft_per_token=False)       # flat, and slower than the run
-    _observe(pol, 1, 0, 40.0)                                          # 2 tokens fed: the level
-    assert pol.costs().t_verify(2) == pytest.approx(40.0) and pol.costs().t_verify(4) == pytest.approx(40.0)
-    pol.acc.num, pol.acc.den = {1: 3.0, 2: 8.0, 3: 8.0}, {1: 10.0, 2: 10.0, 3: 10.0}
-    pol.acc.num.update({j: 8.0 for j in range(4, 9)}), pol.acc.den.update({j: 10.0 for j in range(4, 9)})
-    assert pol.choose(100)[0] == 8                                     # flat: deep drafts look free
-    for _ in range(20):
-        _observe(pol, 3, 0, 52.0)                                      # 4 tokens fed: 1.3 x
-        _observe(pol, 1, 0, 40.0)
-    c = pol.costs()
-    assert 1.2 < c.t_verify(4) / c.t_verify(2) < 1.3
-    assert c.t_verify(2) == pytest.approx(40.0, rel=0.03)              # the level stays the run's
-    assert c.t_verify(9) == pytest.approx(50.0 * pol.scale) and 40.0 <= 50.0 * pol.scale <= 52.0   # untried: the
-    # calibration's shape at the run's level
+def test_cost_policy_prices_with_what_it_was_given_never_with_the_runs_clock():
+    """Prices are fixed before the run: two policies that see the same drafts' fates with other times (a loaded
+    machine: verifies 3 x slower, drafts and host time 10 x) make the same choices, for the same reasons, and
+    their costs stay those given; a trace's calibration prices a new policy the same (a replay)."""
+    prices = dict(verify_ms=list(CPU_CURVE), draft_ms=0.05, draft_per_token=False, overhead_ms=1.5, catchup_ms=0.0)
+    quiet = CostAwareK.from_calibration(8, prices)
+    busy = CostAwareK.from_calibration(8, prices)
+    before = quiet.costs()
+    for i in range(30):
+        (k, why), (k2, why2) = quiet.choose(100), busy.choose(100)
+        assert (k, why) == (k2, why2)
+        accepted = min(k, i % 3)
+        _observe(quiet, k, accepted, CPU_CURVE[k])
+        busy.observe(IterationRecord(0, 1, k, [_d(1.0 if j < accepted else 0.0, j < accepted, tested=j <= accepted)
+                                               for j in range(k)], None, None, [0], [0.5] * k, 3 * CPU_CURVE[k],
+                                     15.0, catchup_ms=40.0))
+    assert quiet.costs() == busy.costs() == before
+    assert before.verify_ms == tuple(CPU_CURVE[:9]) and (before.draft_ms, before.overhead_ms) == (0.05, 1.5)
+    assert CostAwareK.from_calibration(8, {"verify_ms": [10.0, 12.0]}).costs(3).verify_ms == (10.0, 12.0, 12.0)
+    flat = CostAwareK(4, None, None, True)                  # nothing given: every verify 1, drafts free
+    assert flat.costs().verify_ms == (1.0,) * 5 and flat.costs().draft_ms == 0.0
 
 
 def test_untested_deep_positions_back_off_to_the_shallower_estimate():
@@ -267,13 +270,14 @@ def test_exploration_costs_at_most_its_budget():
 
 def test_a_model_draft_that_sat_out_pays_its_catch_up():
     """A model draft with more than two tokens unseen (its prompt, or after K = 0 iterations) first runs a
-    catch-up forward, timed apart: the policy learns its cost per token from it, prices it into drafting
-    now, and keeps it out of the per-step draft cost."""
-    pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True)
+    catch-up forward, timed apart: its price per token fed (calibrated, ``decoding.prices``) is priced into
+    drafting now, apart from the per-step draft cost; the run's own catch-up time changes nothing."""
+    pol = CostAwareK(4, [10.0] * 5, 1.0, draft_per_token=True, catchup_ms=2.0)
     pol.acc.num, pol.acc.den = {1: 0.3 * 101 - PRIOR_ALPHA}, {1: 100.0}        # a1 = 0.3: K = 1 wins
     one = [_d(1.0, True)]
-    assert pol.choose(100, DraftOutlook(unseen=41))[0] >= 1                  # the prompt: 40 tokens caught up
-    pol.observe(IterationRecord(0, 1, 1, one, None, None, [0, 1], [1.0], 10.0, 0.0, catchup_ms=80.0))
+    assert pol.choose(100, DraftOutlook(unseen=2))[0] == 1                   # nothing to catch up: K = 1 wins
+    assert pol.choose(100, DraftOutlook(unseen=41))[0] == 0                  # the prompt's 40 tokens first: 80 ms
+    pol.observe(IterationRecord(0, 1, 1, one, None, None, [0, 1], [7.0], 10.0, 0.0, catchup_ms=800.0))
     assert pol.catchup_ms == pytest.approx(2.0) and pol.draft_ms == pytest.approx(1.0)
     costs, prof = pol.costs(), pol.profile()
     pol.unseen = 2                                                           # bonus + last draft: the step's own

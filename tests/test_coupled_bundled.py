@@ -33,11 +33,9 @@ def coupled_baseline(bundled):
     return ids, baseline_generate(model, ids, _cfg(), tok).new_token_ids
 
 
-@pytest.mark.parametrize("which, tree", [
-    ("feature", False),
-    pytest.param("token", False, marks=pytest.mark.slow), pytest.param("lookup", False, marks=pytest.mark.slow),
-    pytest.param("self", False, marks=pytest.mark.slow), pytest.param("feature", True, marks=pytest.mark.slow),
-    pytest.param("token", True, marks=pytest.mark.slow), pytest.param("lookup", True, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("which, tree", [("feature", False), ("token", False), ("lookup", False), ("self", False),
+                                         ("feature", True), ("token", True), ("lookup", True)])
 def test_coupled_output_equals_the_coupled_baseline(bundled, coupled_baseline, which, tree):
     model, tok = bundled
     ids, base = coupled_baseline

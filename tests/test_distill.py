@@ -131,6 +131,7 @@ def test_broken_files_are_named(tiny_target, tmp_path):
     assert card["files"] == files
 
 
+@pytest.mark.slow
 def test_features_recorded_while_generating_equal_a_teacher_forced_pass(bundled):
     """The data stage's features come from the generation itself (a hook on the final norm): they must be the
     teacher-forced features of the same text, at every position, also when an EOS ends the whole batch."""
@@ -189,6 +190,7 @@ def test_nucleus_sampler_draws_from_transformers_warped_distribution():
     assert chisquare(counts[p > 0].numpy(), expected.numpy()).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_bf16_data_stage_is_deterministic_with_float32_labels(bundled):
     """``--data-dtype bf16``: the decoder runs under autocast, the head in float32, so every label is the exact
     log-softmax of the recorded feature; the same seed gives the same data; fp32's greedy choices are kept."""

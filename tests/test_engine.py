@@ -337,6 +337,7 @@ def test_running_text_falls_back_where_decoding_is_not_local():
 
 
 @pytest.mark.parametrize("full_trace", [True, False])
+@pytest.mark.slow
 def test_both_sides_keep_the_text_the_same_way(bundled, full_trace):
     """The speculative loop and the baseline: with a full trace the text is the decode of the tokens so far at
     every step, otherwise it is decoded once at the end; a run closed early still has its text."""

@@ -86,7 +86,8 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("setting", [pytest.param("plain", marks=pytest.mark.slow), "warped"])
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["plain", "warped"])
 def test_model_draft_is_exact(models, setting):
     target, draft = models
     s = SETTINGS[setting]
@@ -122,7 +123,8 @@ def test_ngram_draft_is_exact(models):
     assert p > 1e-3, f"n-gram: chi-square p={p:.2e}, TV={tv:.3f}"
 
 
-@pytest.mark.parametrize("bug", ["resample_from_p", pytest.param("greedy_draft_ratio_rule", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", ["resample_from_p", "greedy_draft_ratio_rule"])
 def test_broken_variants_are_caught(models, bug):
     """Power control: the same test rejects an engine with a classic bug."""
     target, draft = models

@@ -57,6 +57,7 @@ def test_target_features_leave_the_logits_unchanged(tiny_target):
     assert torch.allclose(keep.features, full[4:], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_and_raises_agreement(trained):
     draft, log, before, _ = trained
     assert sum(log["losses"][-5:]) < 0.85 * sum(log["losses"][:5])   # the floor is the teacher entropy (×1.5)

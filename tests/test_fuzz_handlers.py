@@ -85,6 +85,7 @@ def session_a(pool):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning:gradio.helpers")   # the fuzzed values' toasts (gr.Warning outside
+@pytest.mark.slow
 def test_fuzz_handlers(pool, session_a, tmp_path):                     # a request is a UserWarning): expected
     args_a, state_a, snapshot_a, export_a, exported_a = session_a
     counts = {"run": 0, "step": 0, "upload": 0, "pair": 0, "example": 0}

@@ -149,7 +149,8 @@ def _example(name: str) -> dict:
     return json.loads((EXAMPLES_DIR / name).read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["ngram_extractive.json", "sampling_t08.json"])   # greedy, sampling
+@pytest.mark.parametrize("name", ["ngram_extractive.json",                       # greedy, sampling
+                                  pytest.param("sampling_t08.json", marks=pytest.mark.slow)])
 def test_every_view_of_a_hostile_trace_shows_its_text_as_text(name):
     d = _hostile_everywhere(_example(name))
     d["config"]["k_policy"] = HOSTILE                         # an uploaded config may hold any short string

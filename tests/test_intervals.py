@@ -142,6 +142,7 @@ def test_old_traces_load_and_bad_intervals_are_refused(tiny_trace):
         Trace.from_dict(bad)
 
 
+@pytest.mark.slow
 def test_an_eight_token_run_cannot_tell(bundled):
     from components.render.summary import summary_line, summary_rows
     from specdec_core.cli import summary_lines

@@ -72,6 +72,7 @@ def test_bug_switches_are_off_unless_ticked():
         tab_lab.lab_bugs(False, False, True, None, False)
 
 
+@pytest.mark.slow
 def test_lab_correct_and_broken_on_the_toy_pair():
     fig, verdict, details = _lab()
     assert isinstance(fig, go.Figure) and [t.type for t in fig.data] == ["bar", "bar"]
@@ -120,6 +121,7 @@ def test_simulator_streams_and_steps():
         tab_simulator.step_simulator(None, 1, 1)
 
 
+@pytest.mark.slow
 def test_simulator_slow_motion_yields_every_iteration(monkeypatch):
     monkeypatch.setattr(tab_simulator, "SLOW_MOTION_S", 0.0)
     outs = list(tab_simulator.run_simulator(0.5, "the", 2, 1.0, 12, 1, True))
@@ -162,6 +164,7 @@ def test_prompts_parsing():
 
 # --- on the bundled model ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_compare_lists_the_incompatible_toy_and_ranks_the_rest(pool):
     fig, table, rejected, summary = tab_compare.run_compare(pool, "bundled", "Count from 1 to 10, separated by commas.",
                                                    True, 3, 0.0, 8, 0, progress=None)
@@ -174,6 +177,7 @@ def test_compare_lists_the_incompatible_toy_and_ranks_the_rest(pool):
     assert "Selected" in summary or "No draft beats the baseline" in summary
 
 
+@pytest.mark.slow
 def test_ksweep_on_the_bundled_model(pool):
     fig, table, md = tab_ksweep.run_ksweep(pool, "bundled", "ngram", "Count from 1 to 10, separated by commas.", True, 2,
                                    0.0, 12, 0, progress=None)
@@ -188,6 +192,7 @@ def test_ksweep_on_the_bundled_model(pool):
         tab_ksweep.run_ksweep(pool, "bundled", "org/absent-model", "hi", True, 2, 0.0, 12, 0, progress=None)
 
 
+@pytest.mark.slow
 def test_lab_on_the_bundled_model_with_prompt_lookup(pool):
     fig, verdict, details = tab_lab.run_lab(pool, "ngram", tab_lab.LAB_DEFAULTS["ngram"][0], False, 0.0, 1, 3, 1.0, 0, 1.0,
                                        10, 0, True, False, False, 2.0, False, progress=None)

@@ -34,6 +34,7 @@ def test_a_short_tree_lab_run_drafts_trees(toy):
     assert not any("drafted a chain" in n for n in r.notes)
 
 
+@pytest.mark.slow
 def test_the_ratio_rule_on_top_k_siblings_is_flagged_quickly(toy):
     """The target drafting for itself: its top child is p's argmax, which the ratio rule always accepts
     (p = q), so the runs emit p's favourite far too often."""

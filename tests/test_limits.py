@@ -179,6 +179,7 @@ def test_a_run_over_the_time_limit_is_cut_and_keeps_its_trace(pool, monkeypatch)
     assert frames[-1][-2].value                          # the export is offered
 
 
+@pytest.mark.slow
 def test_a_fault_in_the_target_forward_ends_the_run_with_a_message_and_frees_the_model(pool):
     before = Trace.from_dict(_run(pool)[-1][-3]).new_token_ids
     with fault_on_forward(pool.bundled.model, 3, IndexError("injected fault")):

@@ -82,7 +82,7 @@ def test_bad_parameters_refuse_the_whole_link(params, message):
     assert any(message in p for p in link.problems), link.problems
 
 
-@pytest.mark.parametrize("name", [*LIVE_PARAMS, "run"])
+@pytest.mark.parametrize("name", [*LIVE_PARAMS, "run", "repro"])
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_values_in_every_parameter_are_refused_or_kept_as_plain_text(name, value):
     """Every parameter takes only what its control takes; only the prompt is free text (a textbox's value,
@@ -96,7 +96,7 @@ def test_hostile_values_in_every_parameter_are_refused_or_kept_as_plain_text(nam
         return
     assert link.settings is None and not link.run and link.problems
     with pytest.warns(UserWarning, match="not applied"):     # the toast (outside a request: a warning)
-        status = settings_from_url(SimpleNamespace(query_params=query))[-1]
+        status = settings_from_url(SimpleNamespace(query_params=query))[16]
     assert "<img" not in status and "<script" not in status and "<b>" not in status
     assert status.startswith('<div class="sd-status"')
 
@@ -106,8 +106,8 @@ def test_a_refused_link_warns_with_the_values_escaped_and_runs_nothing(monkeypat
     monkeypatch.setattr(gr, "Warning", lambda message, *a, **kw: shown.append(message))
     out = settings_from_url(SimpleNamespace(query_params={"k": ['<img src="x">'], "pair": ["<b>x</b>"],
                                                           "run": ["1"]}))
-    assert len(out) == 16 and out[14] is False
-    assert all(isinstance(v, type(gr.skip())) for v in out[:14])
+    assert len(out) == 18 and out[15] is False and out[17] is None
+    assert all(isinstance(v, type(gr.skip())) for v in out[:15])
     assert len(shown) == 1 and "&lt;img src=\"x\"&gt;" in shown[0] and "<img" not in shown[0]
     assert "&lt;b&gt;x&lt;/b&gt;" in shown[0] and "not applied" in shown[0]
     assert refusal_message(["a", "b"]).endswith("a; b.")
@@ -115,20 +115,21 @@ def test_a_refused_link_warns_with_the_values_escaped_and_runs_nothing(monkeypat
 
 def test_settings_from_url_fills_every_control_and_asks_for_the_run():
     query = live_query(replace(page_defaults(), pair=PAIR_NGRAM, k=5, seed=9, temperature=0.5, tree_nodes=6,
-                               tree_top_k=3))
+                               tree_top_k=3, sampler="coupled"))
+    assert "sampler=coupled" in query
     out = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert out[:14] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
+    assert out[:15] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
                         page_defaults().top_k, page_defaults().top_p, page_defaults().max_new_tokens, 9, True,
-                        page_defaults().confidence_stop, 6, 3)
-    assert out[14] is True and "running" in out[15]
+                        page_defaults().confidence_stop, 6, 3, "coupled")
+    assert out[15] is True and "running" in out[16] and out[17] is None
     plain = settings_from_url(SimpleNamespace(query_params={}))
-    assert plain[14] is False and all(isinstance(v, type(gr.skip())) for v in plain[:14] + plain[15:])
-    assert settings_from_url(None)[14] is False
+    assert plain[15] is False and all(isinstance(v, type(gr.skip())) for v in plain[:15] + plain[16:17])
+    assert settings_from_url(None)[15] is False
 
 
 def _page_values(s: LiveSettings) -> tuple:
     return (s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed, s.chat,
-            s.confidence_stop, s.tree_nodes, s.tree_top_k)
+            s.confidence_stop, s.tree_nodes, s.tree_top_k, s.sampler)
 
 
 def test_copy_link_writes_the_current_settings_and_refuses_what_a_link_cannot_carry():
@@ -168,6 +169,7 @@ def _same_run(a: Trace, b: Trace) -> None:
         [(it.k, [(d.token_id, d.u, d.accepted) for d in it.drafts], it.emitted) for it in b.iterations]
 
 
+@pytest.mark.slow
 def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundled):
     """Sampling at T = 0.9 with a seed: the link's run (copy link -> page load -> the run it asks for) and a
     run with the same settings typed in give the same tokens, drafts and uniform draws."""
@@ -176,7 +178,7 @@ def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundle
                       k=4, k_policy="fixed", temperature=0.9, top_p=0.95, max_new_tokens=12, seed=7)
     query = copy_link(*_page_values(by_hand))
     values = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert values[14] is True                              # run=1
+    assert values[15] is True                              # run=1
     pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop = values[:12]
     from_link = _final_trace(run_live(pool, pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
                                       chat, None, confidence_stop=stop))
@@ -209,7 +211,7 @@ def test_random_links_never_crash_and_what_they_set_reads_back():
         for _ in range(rng.randint(1, 5)):
             value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
             if rng.random() < 0.5:
-                value = rng.choice(["1", "0", "4", "0.5", "0.05", "1.0", "12", PAIR_NGRAM, "fixed", "cost", value])
+                value = rng.choice(["1", "0", "4", "0.5", "0.05", "1.0", "12", PAIR_NGRAM, "fixed", "cost", "coupled", value])
             params.setdefault(rng.choice(names), []).append(value)
         link = parse_live_query(params, page_defaults())
         if link.problems:
@@ -220,3 +222,16 @@ def test_random_links_never_crash_and_what_they_set_reads_back():
             spec_config(link.settings)
             assert parse_live_query(_q(live_query(link.settings)), page_defaults()).settings == link.settings
     assert accepted >= 20
+
+
+@pytest.mark.slow
+def test_a_coupled_link_runs_the_coupled_rule(bundled):
+    """``sampler=coupled`` reaches the run: the trace records the rule, and the text is the coupled baseline's."""
+    pool = _Pool(*bundled)
+    s = replace(page_defaults(), pair=PAIR_NGRAM, prompt="Repeat exactly: one two three, one two three.", k=3,
+                k_policy="fixed", temperature=0.9, max_new_tokens=10, seed=3, sampler="coupled")
+    values = settings_from_url(SimpleNamespace(query_params=_q(copy_link(*_page_values(s)))))
+    assert values[14] == "coupled"
+    trace = _final_trace(run_live(pool, *_page_values(s)[:9], True, s.chat, None, sampler=values[14]))
+    assert trace.config["sampler"] == "coupled"
+    assert trace.new_token_ids == trace.baseline.new_token_ids

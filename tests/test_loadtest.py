@@ -13,6 +13,8 @@ import pytest
 from tools.fuzz import file_payloads, names_field, run_cases
 from tools.loadtest import SETTINGS, ApiError, HttpApi, client, fingerprint, generate_args, run_load
 
+pytestmark = pytest.mark.slow          # the app over HTTP: the full run (make test-slow, CI)
+
 API_FIELDS = {"with_baseline": "baseline"}      # run_cases field -> /generate parameter
 
 

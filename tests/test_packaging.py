@@ -64,6 +64,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         yield z
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_engine_its_assets_and_nothing_else(wheel):
     names = set(wheel.namelist())
     engine = set(tracked("specdec_core"))
@@ -74,6 +75,7 @@ def test_the_wheel_holds_the_engine_its_assets_and_nothing_else(wheel):
     assert own == engine                                     # no app.py, components/, tests/, tools/
 
 
+@pytest.mark.slow
 def test_the_wheel_declares_the_commands_and_the_dependencies(wheel):
     meta_name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
     meta = Parser().parsestr(wheel.read(meta_name).decode())

@@ -98,6 +98,7 @@ def test_keep_rows_of_the_root_only_and_refusals():
     assert cache.get_seq_length() == 3
 
 
+@pytest.mark.slow
 def test_bundled_model_tree_forward_equals_chain_forwards(bundled):
     model, tok = bundled
     prefix = tok.encode("The capital of France is Paris. The capital of")

@@ -20,8 +20,8 @@ def _drafter(which: str, model):
     return NGramDrafter()
 
 
-@pytest.mark.parametrize("which", ["feature", pytest.param("token", marks=pytest.mark.slow),
-                                   pytest.param("lookup", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["feature", "token", "lookup"])
 def test_greedy_tree_equals_target_greedy(bundled, which):
     model, tok = bundled
     draft = _drafter(which, model)

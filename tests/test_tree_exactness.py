@@ -41,11 +41,9 @@ def _run(models, siblings, setting, bugs=NO_BUGS, drafter=None):
     return chi_square_p(counts, exact_first_tokens(target, PROMPT, **s), N_RUNS)
 
 
-@pytest.mark.parametrize("siblings,setting", [
-    ("distinct", "warped"),
-    pytest.param("distinct", "plain", marks=pytest.mark.slow),
-    pytest.param("independent", "plain", marks=pytest.mark.slow),
-    pytest.param("independent", "warped", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("siblings,setting", [("distinct", "warped"), ("distinct", "plain"), ("independent", "plain"),
+                                              ("independent", "warped")])
 def test_tree_is_exact(models, siblings, setting):
     p, tv = _run(models, siblings, setting)
     assert p > 1e-3, f"{siblings} siblings, {setting}: chi-square p={p:.2e}, TV={tv:.3f}"

@@ -40,7 +40,7 @@ def browser() -> Iterator[Any]:
 def open_page(b: Any, url: str, tab: str | None = "Live", **context: Any) -> Any:
     """A new page on ``url`` once the app is drawn (its first tab, Learn, shows its title), on the tab named
     ``tab`` (the Live tab by default: then once its Run button shows; None: the tab the URL opens)."""
-    pg = b.new_page(viewport=dict(VIEWPORT), **context)
+    pg = b.new_page(**{"viewport": dict(VIEWPORT), **context})
     pg.set_default_timeout(30_000)
     pg.goto(url)
     pg.wait_for_selector("#learn-title", state="attached")
@@ -142,6 +142,18 @@ def learn_run(pg: Any, timeout_s: float = 90) -> None:
     pg.wait_for_function(f"() => {LEARN_PLOTS_JS}.some(d => d.data && d.data.length > 0)", timeout=timeout_s * 1000)
     pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-note')?.innerText.trim()",
                          timeout=timeout_s * 1000)
+
+
+def learn_guess(pg: Any, choice: int | None = None, number: float | None = None) -> None:
+    """Commit a guess in the chapter on screen: the ``choice``-th option (from 0; -1 the last) of a choice guess, or
+    ``number`` typed into a number guess (then Enter, as a person commits it)."""
+    if choice is not None:
+        labels = learn_part(pg, "learn-guess").locator("label")
+        labels.nth(choice if choice >= 0 else labels.count() + choice).click()
+    else:
+        box = learn_part(pg, "learn-guess").locator("input[type=number]")
+        box.fill(f"{number:g}")
+        box.press("Enter")
 
 
 def learn_reveal(pg: Any, timeout_s: float = 120) -> str:

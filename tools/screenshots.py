@@ -3,11 +3,12 @@ headless chromium (the browser tests' set-up, ``tools/browser.py``) and save
 
 - ``docs/screenshot.png``: the Live tab after a greedy run of the default pair (full page);
 - ``docs/presenter.png``: the Replay tab in presenter mode at iteration 4 (1400 × 1560 px);
-- ``docs/learn.png``: the Learn tab's chapter 2 after its run and Reveal (full page);
+- ``docs/learn.png``: the Learn tab's chapter 2 after its run, a guess and Reveal (full page);
+- ``docs/learn-phone.png``: the same on a 390 × 844 phone (twice the pixels), from its top to its answer;
 - ``docs/class-reveal.png``: a class's Reveal on the presenter's page (presenter mode): chapter 1 run, eleven
   students' guesses sent over HTTP as their pages send them, the class's answer and histogram.
 
-    make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn class]
+    make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn phone class]
 
 The tests never write these files; this command is the one way they change.
 """
@@ -24,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from tools.browser import (VIEWPORT, browser, chromium_missing, class_histogram, class_start, learn_reveal, learn_run,
-                           open_page, presenter_replay_at, run_live)
+from tools.browser import (VIEWPORT, browser, chromium_missing, class_histogram, class_start, learn_guess, learn_part,
+                           learn_reveal, learn_run, open_page, presenter_replay_at, run_live)
 from tools.classload import Page, fn_table
 from tools.loadtest import ROOT, start_app
 
@@ -33,6 +34,8 @@ LIVE_PROMPT = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs slee
 LIVE_MAX_NEW = 40
 PRESENTER_SIZE = {"width": 1400, "height": 1560}
 LEARN_CHAPTER = 2
+LEARN_GUESS = 3                 # chapter 2 asks how many of 4 drafts the target keeps
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
 
 
 def _live(b: Any, url: str, path: Path) -> None:
@@ -55,11 +58,16 @@ def _presenter(b: Any, url: str, path: Path) -> None:
     context.close()
 
 
-def _learn(b: Any, url: str, path: Path) -> None:
-    pg = open_page(b, f"{url}?tab=learn&chapter={LEARN_CHAPTER}", tab=None)
+def _chapter(pg: Any) -> None:
     learn_run(pg)
+    learn_guess(pg, number=LEARN_GUESS)
     learn_reveal(pg)
     time.sleep(1.0)                            # let the revealed figure finish drawing
+
+
+def _learn(b: Any, url: str, path: Path) -> None:
+    pg = open_page(b, f"{url}?tab=learn&chapter={LEARN_CHAPTER}", tab=None)
+    _chapter(pg)
     pg.screenshot(path=str(path), full_page=True)
     pg.close()
 
@@ -103,8 +111,19 @@ def _class(b: Any, url: str, path: Path) -> None:
     pg.close()
 
 
+def _phone(b: Any, url: str, path: Path) -> None:
+    pg = open_page(b, f"{url}?tab=learn&chapter={LEARN_CHAPTER}", tab=None, **PHONE)
+    _chapter(pg)
+    answer = learn_part(pg, "learn-answer").bounding_box()
+    height = pg.evaluate("() => document.documentElement.scrollHeight")
+    bottom = min(height, answer["y"] + answer["height"] + 16) if answer else height
+    pg.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": 390, "height": bottom})
+    pg.close()
+
+
 PICTURES = {"live": ("screenshot.png", _live), "presenter": ("presenter.png", _presenter),
-            "learn": ("learn.png", _learn), "class": ("class-reveal.png", _class)}
+            "learn": ("learn.png", _learn), "phone": ("learn-phone.png", _phone),
+            "class": ("class-reveal.png", _class)}
 
 
 def take(url: str, out: Path, only: Sequence[str] = tuple(PICTURES)) -> list[Path]:

@@ -2,12 +2,19 @@
 
 ``parse_live_query`` reads the query parameters of a page load into ``LiveSettings`` (or refuses the whole
 link, naming every bad parameter); ``live_query`` writes settings back as a query string, the inverse.
-Only the parameters in ``LIVE_PARAMS`` (and ``run``) are read; any other (``tab``, ``chapter``,
+Only the parameters in ``LIVE_PARAMS`` (and ``run``, ``repro``) are read; any other (``tab``, ``chapter``,
 ``presenter``, Gradio's own) is left to whoever reads it. Values are checked against the one set of input
 limits (``specdec_core.limits``, the same words as every other entrance) and as the Live tab's controls take
 them: the pair must be one the selector offers, numbers are plain decimals (no exponents, ``nan`` or
 ``inf``) on each slider's step, and the whole set must build a valid ``SpecConfig``. A refused link changes nothing and runs nothing; the reasons quote the values as
 text (``messages.page_text`` escapes them wherever they are shown).
+
+What a link reproduces: the settings and the seed, so on the server that wrote it the same trace (tokens and
+iterations; the cost-aware policy's prices are fixed per server process). ``repro`` (8 hex digits, written by
+"copy link" where the server can tell: ``decoding.prices.run_fingerprint``) names the models, their numerics
+and the prices the run depends on; opened where they differ (another server, device, dtype, library version,
+or a new calibration after a restart), the page says so: the text is then the same under greedy decoding or
+coupled sampling where the numerics agree, the iterations only where the prices match.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ MAX_NUMBER_CHARS = 100        # a longer number is not read as one
 _INT = re.compile(r"-?[0-9]+")
 _DECIMAL = re.compile(r"-?([0-9]+(\.[0-9]+)?|\.[0-9]+)")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+_REPRO = re.compile(r"[0-9a-f]{8}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ class LiveSettings:
     confidence_stop: float
     tree_nodes: int = 0                     # 0 = a chain
     tree_top_k: int = DEFAULT_TREE_TOP_K
+    sampler: str = "standard"               # "coupled": drafter-invariant (the text is the coupled baseline's)
 
 
 LIVE_PARAMS = tuple(f.name for f in fields(LiveSettings))
@@ -55,10 +64,12 @@ LIVE_PARAMS = tuple(f.name for f in fields(LiveSettings))
 @dataclass(frozen=True)
 class LinkRequest:
     """A parsed link: the settings to show (``None`` when the link sets none), whether to run them at once,
-    and why the link was refused (empty when it was not; a refused link sets nothing and runs nothing)."""
+    why the link was refused (empty when it was not; a refused link sets nothing and runs nothing), and what
+    the run depended on where the link was written (``repro``; None when it does not say)."""
     settings: LiveSettings | None
     run: bool
     problems: tuple[str, ...] = ()
+    repro: str | None = None
 
 
 def _number(raw: str, pattern: re.Pattern) -> int | float | str:
@@ -125,6 +136,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "confidence_stop": _on_step(limits.check_confidence_stop, CONFIDENCE_STEP),
     "tree_nodes": _whole(limits.check_tree_nodes),
     "tree_top_k": _whole(limits.check_tree_top_k),
+    "sampler": limits.check_sampler,
 }
 
 
@@ -143,7 +155,7 @@ def parse_live_query(params: Any, defaults: LiveSettings) -> LinkRequest:
     A link with no Live parameter and no ``run`` gives ``LinkRequest(None, False)``."""
     changes: dict[str, Any] = {}
     problems: list[str] = []
-    for name in (*LIVE_PARAMS, "run"):
+    for name in (*LIVE_PARAMS, "run", "repro"):
         given = _values(params, name)
         if not given:
             continue
@@ -153,13 +165,18 @@ def parse_live_query(params: Any, defaults: LiveSettings) -> LinkRequest:
         try:
             if name == "run":
                 changes[name] = _bool("run", given[0])
+            elif name == "repro":
+                if not _REPRO.fullmatch(given[0]):
+                    raise ValueError(f"repro must be 8 hexadecimal digits, got {limits.shown(given[0])}")
+                changes[name] = given[0]
             else:
                 changes[name] = PARSERS[name](given[0])
         except ValueError as e:
             problems.append(str(e))
     run = bool(changes.pop("run", False))
+    repro = changes.pop("repro", None)
     if not changes and not run and not problems:
-        return LinkRequest(None, False)
+        return LinkRequest(None, False, repro=repro)
     settings = replace(defaults, **changes)
     if not problems:
         try:
@@ -168,7 +185,7 @@ def parse_live_query(params: Any, defaults: LiveSettings) -> LinkRequest:
             problems.append(str(e))
     if problems:
         return LinkRequest(None, False, tuple(problems))
-    return LinkRequest(settings, run)
+    return LinkRequest(settings, run, repro=repro)
 
 
 def spec_config(settings: LiveSettings) -> SpecConfig:
@@ -176,7 +193,7 @@ def spec_config(settings: LiveSettings) -> SpecConfig:
     return SpecConfig(k=settings.k, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, k_policy=settings.k_policy,
                       confidence_stop=settings.confidence_stop, tree_nodes=settings.tree_nodes,
-                      tree_top_k=settings.tree_top_k)
+                      tree_top_k=settings.tree_top_k, sampler=settings.sampler)
 
 
 def _text(value: Any) -> str:
@@ -187,12 +204,15 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def live_query(settings: LiveSettings, run: bool = True) -> str:
+def live_query(settings: LiveSettings, run: bool = True, repro: str | None = None) -> str:
     """``settings`` as a query string (``?tab=live&pair=…``) that ``parse_live_query`` reads back to the same
-    settings; ``run`` adds ``run=1`` (the link starts the run when it opens)."""
+    settings; ``run`` adds ``run=1`` (the link starts the run when it opens), ``repro`` what the run depends on
+    here (``decoding.prices.run_fingerprint``)."""
     items = [("tab", "live")] + [(name, _text(value)) for name, value in asdict(settings).items()]
     if run:
         items.append(("run", "1"))
+    if repro:
+        items.append(("repro", repro))
     return "?" + urlencode(items)
 
 

@@ -7,7 +7,8 @@ step buttons flip while a run is streaming. Models are shared through the pool, 
 The run itself (pair, locks, limits, baseline) is ``session.run_session``, the same as /generate's; this
 module turns its events into page frames. The settings start at ``recommended_config()``, the same values
 as /generate's and the CLI's defaults, unless the page was opened from a link that carries settings
-(``?pair=…&k=…&run=1``, read and checked by ``links``); "copy link" writes the current settings as one.
+(``?pair=…&k=…&run=1``, read and checked by ``links``); "copy link" writes the current settings as one, with
+what the run depends on here (``repro``), and a link's run ends saying whether this server reproduces it exactly.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from components.render.base import instructive_index, resolve_index
 from components.render.figures import FIGURE_IDS, race_figure, timeline_figure
 from components.render.summary import summary_html
 from components.render.tokens import tokens_html
+from components.serving.calibrate import run_reference
 from components.serving.gpu import gpu_task
 from components.serving.inputs import check_prompt, make_config
 from components.serving.messages import page_error, page_warning
@@ -43,6 +45,7 @@ from components.serving.session import run_session
 MAX_LINK_CHARS = 8_000     # a longer query may not pass a server's request-line limit: such a link is refused
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
+SAMPLER_CHOICES = [("standard", "standard"), ("coupled", "coupled")]
 
 
 def new_control() -> dict:
@@ -138,7 +141,7 @@ def _hold(seconds: float, control: dict) -> None:
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
              control: dict | None, slow_motion: bool = False, pace: Any = None, confidence_stop: Any = 0.0,
-             tree_nodes: Any = 0, tree_top_k: Any = DEFAULT_TREE_TOP_K, *,
+             tree_nodes: Any = 0, tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard", *,
              frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
     """Run speculative decoding (then, if asked, the baseline) through ``session.run_session`` and stream
     page updates as iterations (and baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after
@@ -147,7 +150,7 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
     time spent rendering (and waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
-                      tree_top_k)
+                      tree_top_k, sampler=sampler)
     hold_s = check_pace(pace) if slow_motion else 0.0
     control.update(new_control())            # a new run: not stopped, following the newest iteration
     pacer = Pacer(frame_s, figure_s)
@@ -210,7 +213,8 @@ def page_defaults() -> LiveSettings:
     return LiveSettings(pair=DEFAULT_PAIR, prompt=DEFAULT_PROMPT, k=rec.k, k_policy=rec.k_policy,
                         temperature=rec.temperature, top_k=rec.top_k, top_p=rec.top_p,
                         max_new_tokens=rec.max_new_tokens, seed=rec.seed, chat=True,
-                        confidence_stop=rec.confidence_stop, tree_nodes=rec.tree_nodes, tree_top_k=rec.tree_top_k)
+                        confidence_stop=rec.confidence_stop, tree_nodes=rec.tree_nodes, tree_top_k=rec.tree_top_k,
+                        sampler=rec.sampler)
 
 
 # the query string the server wrote -> the whole link, shown and put on the clipboard (where the page may)
@@ -225,16 +229,19 @@ LINK_JS = """
 
 def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: Any, top_k: Any, top_p: Any,
               max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any, tree_nodes: Any = 0,
-              tree_top_k: Any = DEFAULT_TREE_TOP_K) -> str:
+              tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard", *, pool: Pool | None = None) -> str:
     """"copy link": the current settings as a query string (with run=1) that opens the Live tab with them and
-    runs; a gr.Error when a setting is out of range or the link would not read back to the same settings."""
+    runs; a gr.Error when a setting is out of range or the link would not read back to the same settings.
+    Given the ``pool``, the link also names what the run depends on here (``repro``: the models, their
+    numerics, the K policy's prices), where that is known without loading or measuring anything."""
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
-                      tree_top_k)
+                      tree_top_k, sampler=sampler)
     prompt = check_prompt(prompt)
     settings = LiveSettings(pair=str(pair_key), prompt=prompt, k=cfg.k, k_policy=cfg.k_policy,
                             temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                             max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, chat=bool(chat),
-                            confidence_stop=cfg.confidence_stop, tree_nodes=cfg.tree_nodes, tree_top_k=cfg.tree_top_k)
+                            confidence_stop=cfg.confidence_stop, tree_nodes=cfg.tree_nodes, tree_top_k=cfg.tree_top_k,
+                            sampler=cfg.sampler)
     query = live_query(settings)
     if len(query) > MAX_LINK_CHARS:
         raise page_error(f"These settings make a link of {len(query)} characters; links are kept under "
@@ -243,25 +250,47 @@ def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: An
     if back.problems or back.settings != settings:
         raise page_error("These settings cannot be written as a link: "
                          + ("; ".join(back.problems) or "they do not read back the same") + ".")
-    return query
+    repro = run_reference(pool, settings.pair, cfg) if pool is not None else None
+    return live_query(settings, repro=repro) if repro else query
 
 
 def settings_from_url(request: gr.Request | None) -> tuple:
     """On page load: the Live settings a link carries (``links``). Returns (current pair,
     pair selector, prompt, K, K policy, temperature, top-k, top-p, max new tokens, seed, chat template,
-    confidence stop, tree nodes, tree top-k, run at once, status); a refused link changes nothing, says why and runs nothing."""
+    confidence stop, tree nodes, tree top-k, sampler, run at once, status, the link's ``repro``); a refused link changes
+    nothing, says why and runs nothing."""
     skip = gr.skip()
     link = parse_live_query(getattr(request, "query_params", None) or {}, page_defaults())
     if link.problems:
         message = refusal_message(link.problems)
         page_warning(message)
-        return (*[skip] * 14, False, _status(message, "warn"))
+        return (*[skip] * 15, False, _status(message, "warn"), None)
     s = link.settings
     if s is None:
-        return (*[skip] * 14, False, skip)
+        return (*[skip] * 15, False, skip, None)
     return (s.pair, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed,
-            s.chat, s.confidence_stop, s.tree_nodes, s.tree_top_k, link.run,
-            _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."))
+            s.chat, s.confidence_stop, s.tree_nodes, s.tree_top_k, s.sampler, link.run,
+            _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."),
+            link.repro)
+
+
+SAME_AS_LINK = "Same models, numerics and prices as where this link was made: this is the link's trace (timings aside)."
+NOT_AS_LINK = ("This link was made where the models, their numerics or the K policy's prices differ (another server, "
+               "device, dtype or library version, or this server's calibration since a restart): the text is the "
+               "same under greedy decoding where the numerics agree; the iterations (K, drafts, verdicts) and, when "
+               "sampling, the tokens may differ.")
+UNTOLD = "Could not tell whether this server reproduces the link's run exactly (its prices are not measured yet)."
+
+
+def link_note(pool: Pool, repro: str | None, pair_key: Any, cfg: Any) -> str:
+    """After a link's run: whether this server reproduces the run where the link was made (``repro``), as a
+    status line ("" for a link that does not say)."""
+    if not repro:
+        return ""
+    here = run_reference(pool, pair_key, cfg)
+    if here is None:
+        return _status(UNTOLD, "warn")
+    return _status(SAME_AS_LINK, "ok") if here == repro else _status(NOT_AS_LINK, "warn")
 
 
 # --- layout -----------------------------------------------------------------------------------------
@@ -272,13 +301,24 @@ def _runner(pool: Pool) -> Callable[..., Iterator[tuple]]:
     return gpu_task(run)
 
 
-def _link_runner(runner: Callable[..., Iterator[tuple]]) -> Callable[..., Iterator[tuple]]:
-    """After a page load: the run a link asked for (run=1), the same handler as the Run button's; else nothing."""
-    def run_if_asked(asked: bool, *args: Any) -> Iterator[tuple]:
-        if asked:
-            yield from runner(*args)
-        else:
+def _link_runner(runner: Callable[..., Iterator[tuple]], pool: Pool) -> Callable[..., Iterator[tuple]]:
+    """After a page load: the run a link asked for (run=1), the same handler as the Run button's, its last status
+    saying whether this server reproduces the link's run exactly (``link_note``); else nothing."""
+    def run_if_asked(asked: bool, repro: str | None, *args: Any) -> Iterator[tuple]:
+        if not asked:
             yield (gr.skip(),) * (N_VIEW_OUTPUTS + 3)
+            return
+        last = None
+        for frame in runner(*args):
+            if last is not None:
+                yield last
+            last = frame
+        if last is not None:
+            pair, _, k, policy, temperature, top_k, top_p, max_new, seed = args[:9]
+            stop, tree_nodes, tree_top_k, sampler = args[14:18]
+            cfg = make_config(k, temperature, top_k, top_p, max_new, seed, policy, stop, tree_nodes, tree_top_k,
+                              sampler=sampler)
+            yield (*last[:-1], last[-1] + link_note(pool, repro, pair, cfg))
     return run_if_asked
 
 
@@ -290,6 +330,7 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     control = gr.State(new_control)
     current_pair = gr.State(first.pair)
     link_run = gr.State(False)
+    link_repro = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(value=first.prompt, label="prompt", lines=3, max_lines=12, elem_id="prompt")
@@ -328,6 +369,9 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
                                          "verified in one forward)", scale=1)
             tree_top_k = gr.Slider(1, limits.MAX_TREE_TOP_K, value=first.tree_top_k, step=1, elem_id="tree-top-k",
                                    label="tree top-k (most children per node)", scale=1)
+            sampler = gr.Radio(choices=SAMPLER_CHOICES, value=first.sampler, elem_id="sampler", scale=1,
+                               label="sampling rule (coupled: the same seed gives the target-only text, whatever "
+                                     "the draft)")
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
@@ -337,7 +381,8 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
         html_btn = html_export_button()
         link_btn = gr.Button("copy link", elem_id="copy-link", scale=1, size="sm")
     html_export_file(html_btn, ctx.latest_trace)
-    link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace)",
+    link_box = gr.Textbox(label="a link to these settings (it runs them when opened; same seed, same trace on this "
+                                "server)",
                           visible=False, interactive=False, buttons=["copy"], elem_id="copy-link-url")
     ctx.fold_in_presenter.append(settings)
     status = gr.HTML(_status("Press Run."), elem_id="status")
@@ -346,18 +391,20 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
     run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
-                  slow, viewer.pace, stop, tree_nodes, tree_top_k]
+                  slow, viewer.pace, stop, tree_nodes, tree_top_k, sampler]
     run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
     runner = _runner(pool)
     run_btn.click(runner, inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop,
-                       tree_nodes, tree_top_k]
-    link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values), visible=True), settings_inputs, [link_box],
+                       tree_nodes, tree_top_k, sampler]
+    link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values, pool=pool), visible=True), settings_inputs,
+                   [link_box],
                    show_progress="hidden").success(None, [link_box], [link_box], js=LINK_JS)
     if page is not None:
-        page.load(settings_from_url, None, [current_pair, pair, *settings_inputs[1:], link_run, status],
-                  show_progress="hidden").then(_link_runner(runner), [link_run, *run_inputs], run_outputs,
+        page.load(settings_from_url, None, [current_pair, pair, *settings_inputs[1:], link_run, status, link_repro],
+                  show_progress="hidden").then(_link_runner(runner, pool), [link_run, link_repro, *run_inputs],
+                                               run_outputs,
                                                concurrency_limit=4, concurrency_id="live-run",
                                                show_progress="minimal", show_progress_on=[status])
     stop_btn.click(stop_live, inputs=[control], outputs=None, queue=False)
@@ -366,4 +413,4 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
 
 
 __all__ = ["build_live_tab", "run_live", "stop_live", "step_live", "change_pair", "new_control", "Pacer",
-           "page_defaults", "copy_link", "settings_from_url"]
+           "page_defaults", "copy_link", "settings_from_url", "link_note"]

@@ -167,7 +167,7 @@ def replay_report(model: Any, tokenizer: Any, answers: Sequence[Answer], k_max: 
     progress(f"verify curve (ms, 1..{k_max + 1} tokens fed): " + ", ".join(f"{v:.1f}" for v in costs.verify_ms)
              + f"; lookup {costs.draft_ms:.3f} ms, overhead {costs.overhead_ms:.2f} ms per iteration")
     rows = compare(answers, costs, k_max, tokenizer.eos_token_id,
-                   lambda: CostAwareK(k_max, costs.verify_ms, None, False))
+                   lambda: CostAwareK(k_max, costs.verify_ms, costs.draft_ms, False, overhead_ms=costs.overhead_ms))
     return costs, rows
 
 

@@ -16,6 +16,9 @@ One iteration, in order:
 With ``SpecConfig.tree_nodes`` > 0 and a drafter that drafts token trees (``propose_tree``), steps 1-4 draft a
 tree, verify all its nodes in ONE target forward with a tree attention mask and keep the accepted path
 (``tree_step``, ``tree_verify``); 0 nodes (the default) is the chain above, traced exactly as before.
+Step 0 reads no clock: the cost-aware policy's prices are fixed before the run (``prices``; recorded in the
+trace as ``calibration``, and given back as ``prices=`` they replay its K choices), so a run is a function of
+its settings, its seed, the models' numerics and those prices, whatever the machine's load.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from ..sampling import Warping
 from ..timing import now_ms
 from ..trace import Trace
 from .coupled_verify import verify_coupled
+from .prices import run_prices
 from .proposal_check import checked_proposal
 from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
 from .run_state import RunState
@@ -45,11 +49,13 @@ from .verify import verify
 def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg: SpecConfig,
                        tokenizer: Any = None, eos_token_id: int | None = None, *,
                        bugs: InjectedBugs = NO_BUGS, prompt: str = "",
-                       meta: dict | None = None) -> Iterator[Trace]:
+                       meta: dict | None = None, prices: Any = None) -> Iterator[Trace]:
     """Speculative decoding, yielding the same (growing) Trace after every iteration.
-    Closing the generator early leaves a consistent trace of what was produced."""
+    Closing the generator early leaves a consistent trace of what was produced. ``prices`` (a
+    ``calibration.Prices`` or a trace's ``calibration`` dict) price the cost-aware policy instead of this
+    process's calibration: a recorded run's K choices, replayed."""
     ids = normalize_input_ids(input_ids)
-    r = _set_up(target, draft, ids, cfg, tokenizer, eos_token_id, bugs, prompt, meta)
+    r = _set_up(target, draft, ids, cfg, tokenizer, eos_token_id, bugs, prompt, meta, prices)
     trace, tgt, device, prompt_len = r.trace, r.tgt, r.tgt.device, len(ids)
     t_run = now_ms(device)
     _prefill(r, ids)
@@ -114,7 +120,8 @@ def _chain_step(r: RunState, ids: list[int], k: int, bugs: InjectedBugs, target:
 
 
 def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig, tokenizer: Any,
-            eos_token_id: int | None, bugs: InjectedBugs, prompt: str, meta: dict | None) -> RunState:
+            eos_token_id: int | None, bugs: InjectedBugs, prompt: str, meta: dict | None,
+            prices: Any = None) -> RunState:
     drafter = as_drafter(draft, target)
     eos = _resolve_eos(eos_token_id, tokenizer)
     reads_features = bool(getattr(drafter, "reads_features", False))
@@ -128,7 +135,9 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
                           "dtype": str(next(target.parameters()).dtype).replace("torch.", ""),
                           **shape_meta(target, drafter), **(meta or {})},
                   prompt=prompt, prompt_ids=list(ids))
-    k_policy = make_k_policy(cfg, target, drafter)   # "cost" calibrates here (once per process), before the clock
+    if cfg.k_policy == "cost" and prices is None:   # measured once per process, before the clock starts
+        prices = run_prices(cfg, target, drafter)
+    k_policy = make_k_policy(cfg, target, drafter, prices)
     trace.calibration = k_policy.calibration
     return RunState(drafter=drafter, tgt=tgt, gen=gen, policy=policy,
                     warping=Warping(cfg.temperature, cfg.top_k, cfg.top_p), k_policy=k_policy,
@@ -169,11 +178,12 @@ def _finish_reason(emitted: list[int], eos: int | None, n_new: int, max_new_toke
 def speculative_generate(target: torch.nn.Module, draft: Any, input_ids: Any, cfg: SpecConfig,
                          tokenizer: Any = None, eos_token_id: int | None = None, *,
                          bugs: InjectedBugs = NO_BUGS, prompt: str = "", meta: dict | None = None,
-                         on_iteration: Callable[[Trace], None] | None = None) -> Trace:
-    """Run speculative decoding to the end and return the Trace (``on_iteration`` sees it grow)."""
+                         on_iteration: Callable[[Trace], None] | None = None, prices: Any = None) -> Trace:
+    """Run speculative decoding to the end and return the Trace (``on_iteration`` sees it grow; ``prices``:
+    see ``stream_speculative``)."""
     trace = None
     for trace in stream_speculative(target, draft, input_ids, cfg, tokenizer, eos_token_id,
-                                    bugs=bugs, prompt=prompt, meta=meta):
+                                    bugs=bugs, prompt=prompt, meta=meta, prices=prices):
         if on_iteration is not None:
             on_iteration(trace)
     assert trace is not None

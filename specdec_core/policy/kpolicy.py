@@ -5,12 +5,14 @@
   K -= 1 (not below 1) otherwise; K never exceeds the configured cap.
 - ``cost``: each iteration, the K in 0..cap that maximises predicted tokens per second under the
   calibrated cost model (``costmodel``): tokens per iteration from a running acceptance estimate by draft
-  position, time per iteration from the target's verify curve t_verify(n) (``calibration``; its level set
-  by the run's first verify, its shape at each number of tokens fed corrected by what the run measured
-  there), the running draft cost and overhead. K = 0 (no drafts: one target forward) wins when drafts keep
-  failing. What the drafter tells before drafting (``drafters.DraftOutlook``) adds rules of its own. With
-  token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``) the best chain competes with trees of 2 … N
-  nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of a(d, r).
+  position, time per iteration from prices fixed before the run starts (``calibration.Prices``: the target's
+  verify curve t_verify(n), the draft's step and catch-up costs, the host time per iteration). The run learns
+  only from what it emitted (acceptance by position), never from its own clock, so the same settings and seed
+  make the same choices whatever the machine's load, and the same prices make them on any machine (recorded in
+  the trace as ``calibration``: ``CostAwareK.from_calibration``). K = 0 (no drafts: one target forward) wins
+  when drafts keep failing. What the drafter tells before drafting (``drafters.DraftOutlook``) adds rules of its
+  own. With token trees (``SpecConfig.tree_nodes`` > 0, ``choose_tree``) the best chain competes with trees of
+  2 … N nodes, each priced as the best tree of its size (``tree_cost``) under a running estimate of a(d, r).
 
 The engine calls ``choose`` (or ``choose_tree``) before drafting and ``observe`` with the recorded iteration
 afterwards. The cost policy's priors and rules are the constants below; each stays because switching it off
@@ -38,7 +40,6 @@ PRIOR_ALPHA = 0.5      # acceptance assumed for a draft position before any draf
 PRIOR_WEIGHT = 1.0     # how many observations that prior is worth
 COPY_PRIOR = 0.98      # the least price of prompt lookup's drafts while all generated so far copies the source
 DECAY = 0.9            # weight of the past per new observation (a memory of about ten iterations)
-SHAPE_WEIGHT = 5.0     # how many observations the calibration's shape is worth at each number of tokens fed
 EXPLORE_BUDGET = 0.03  # the share of the time that exploring (drafting where K = 0 is predicted best) may cost
 FINISH_HORIZON = 3     # within this many iterations at the cap of a run's end, K is planned to finish soonest
 TREE_MARGIN = 0.05     # a tree is drafted only where it predicts this much more than the chain (model error)
@@ -47,7 +48,7 @@ SIBLING_PRIOR = 0.3    # a tree: the share of what the best child misses that th
 
 class KPolicy(Protocol):
     name: str
-    calibration: dict | None        # the verify curve the policy used (recorded in the trace), if any
+    calibration: dict | None        # the prices the policy used (recorded in the trace), if any
 
     def choose(self, max_k: int, outlook: DraftOutlook | None = None) -> tuple[int, str]: ...  # K (<= max_k), why
     # a run with token trees: (nodes, depth, why); nodes = 0: a chain of ``depth`` drafts, else a tree of that
@@ -148,44 +149,51 @@ class CostAwareK:
     name = "cost"
 
     def __init__(self, k_max: int, verify_ms: Sequence[float] | None, draft_ms: float | None,
-                 draft_per_token: bool, calibration: dict | None = None, allow_zero: bool = True) -> None:
+                 draft_per_token: bool, calibration: dict | None = None, allow_zero: bool = True, *,
+                 overhead_ms: float = 0.0, catchup_ms: float = 0.0, tree_draft_ms: float | None = None,
+                 tree_overhead_ms: float | None = None) -> None:
+        """Prices (ms; fixed for the run): ``verify_ms`` the target's verify curve (None: every verify costs
+        1, drafts nothing unless ``draft_ms`` says), ``draft_ms`` one draft forward or lookup, the host time per
+        iteration, a catch-up forward's cost per token fed, a tree level's draft forward and a tree iteration's
+        host time (None: a chain's). ``calibration``: what to record in the trace."""
         self.k_max = k_max
         self.cal = list(verify_ms) if verify_ms else None
         self.calibration = calibration
         self.draft_per_token = draft_per_token
         self.draft_ms = draft_ms if draft_ms is not None else 0.0
-        self.draft_seen = draft_ms is not None
-        self.overhead_ms = 0.0
-        self.overhead_seen = False
-        self.scale = 1.0                          # the run's level: its first verify ÷ the calibration's
-        self.scale_seen = False
-        self.shape = _Decayed(SHAPE_WEIGHT, 1.0)  # per tokens fed: measured ÷ (calibrated × level), prior 1; a
-                                                  # property of the machine: every observation counts alike
-        self.seen: dict[int, float] = {}          # verify ms by tokens fed, when no calibration
+        self.overhead_ms = overhead_ms
+        self.catchup_ms = catchup_ms
+        self.tree_draft_ms = tree_draft_ms
+        self.tree_overhead_ms = tree_overhead_ms
         self.acc = _Decayed()                     # acceptance by draft position
         self.prop = _Decayed()                    # a drafter without an outlook: is a j-th draft offered?
         self.allow_zero = allow_zero
         self.zeros = 0                            # K = 0 iterations since the last drafting one
         self.unseen: int | None = None            # tokens a model draft must run over before it drafts (outlook)
-        self.catchup_ms = 0.0                     # a catch-up forward's cost per token fed (learnt)
-        self.catchup_seen = False
         self.branch: dict[int, _Decayed] = {}     # a tree's acceptance by sibling rank, then by depth
-        self.tree_draft_ms: float | None = None   # a tree's draft forward (one level) and host time per iteration,
-        self.tree_overhead_ms: float | None = None  # learnt from tree iterations (None: none yet)
         self._chain: tuple[float | None, int] = (None, 0)   # the last choose(): its tok/s (None: a tree may not
                                                             # compete, see choose_tree), the depth cap
+
+    @classmethod
+    def from_calibration(cls, k_max: int, calibration: dict | None, draft_per_token: bool | None = None,
+                         allow_zero: bool = True) -> "CostAwareK":
+        """The policy priced by a trace's ``calibration`` (``calibration.Prices.to_dict``; a trace from before
+        prices were recorded holds the verify curve alone: drafts and host time then cost nothing)."""
+        c = calibration or {}
+
+        def ms(key: str, default: float | None = 0.0) -> float | None:
+            v = c.get(key)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+        per_token = c.get("draft_per_token") if isinstance(c.get("draft_per_token"), bool) else draft_per_token
+        return cls(k_max, c.get("verify_ms"), ms("draft_ms", None), bool(per_token), calibration, allow_zero,
+                   overhead_ms=ms("overhead_ms"), catchup_ms=ms("catchup_ms"),
+                   tree_draft_ms=ms("tree_draft_ms", None), tree_overhead_ms=ms("tree_overhead_ms", None))
 
     # -- the model of the next iteration --
     def costs(self, n: int | None = None) -> Costs:
         """The costs of the next iteration, the verify curve for 1 … n tokens fed (default: the cap's K + 1)."""
         n = n or self.k_max + 1
-        if self.cal:
-            curve = [self.cal[min(i, len(self.cal) - 1)] * self.scale * self.shape.mean(i + 1, 1.0) for i in range(n)]
-        elif self.seen:
-            from .costmodel import _interpolate
-            curve = [_interpolate(self.seen, i + 1) for i in range(n)]
-        else:
-            curve = [1.0] * n
+        curve = [self.cal[min(i, len(self.cal) - 1)] for i in range(n)] if self.cal else [1.0] * n
         return Costs(tuple(curve), self.draft_ms, self.draft_per_token, self.overhead_ms)
 
     def profile(self, outlook: DraftOutlook | None = None) -> AcceptanceProfile:
@@ -208,7 +216,7 @@ class CostAwareK:
 
     def catchup_price(self) -> float:
         """For a model draft with more than CATCHUP_MIN tokens unseen (its prompt, or after K = 0 iterations):
-        the forward that catches it up before it drafts."""
+        the forward that catches it up before it drafts (at least one draft step)."""
         fed = (self.unseen or 0) - 1
         return max(self.draft_ms, self.catchup_ms * fed) if fed >= CATCHUP_MIN else 0.0
 
@@ -314,6 +322,9 @@ class CostAwareK:
         return any(expected_tokens_profile(sure, k) / iteration_ms(costs, sure, k) > rate0 for k in range(1, cap + 1))
 
     def observe(self, it: IterationRecord) -> None:
+        """Learn from what the iteration emitted: each draft's acceptance by position (a tree: each child's by
+        depth and sibling rank) and, for a drafter without an outlook, how many drafts it offered. Its times
+        are not read: the prices stay those fixed before the run."""
         for d, r, x in branch_observations(it):    # a tree: its children's fates by depth and sibling rank
             self.branch.setdefault(r, _Decayed()).add(d, x)
         if it.tree is None:
@@ -324,46 +335,13 @@ class CostAwareK:
                 for j in range(1, it.k + 1):
                     if len(it.drafts) >= j - 1:
                         self.prop.add(j, float(len(it.drafts) >= j))
-        n = fed_tokens(it)
-        if self.cal:
-            ref = self.cal[min(n, len(self.cal)) - 1]
-            if ref > 0 and not self.scale_seen:          # the run's level: the calibration may be minutes old
-                self.scale, self.scale_seen = it.verify_ms / ref, True
-            elif ref > 0:                                # each size against that level
-                self.shape.add(n, it.verify_ms / (ref * self.scale))
-        else:
-            self.seen[n] = it.verify_ms if n not in self.seen else DECAY * self.seen[n] + (1 - DECAY) * it.verify_ms
-        if it.catchup_ms > 0 and self.unseen and self.unseen > 1:
-            per = it.catchup_ms / (self.unseen - 1)
-            self.catchup_ms = per if not self.catchup_seen else DECAY * self.catchup_ms + (1 - DECAY) * per
-            self.catchup_seen = True
-        steps = it.draft_ms
-        per = (sum(steps) / len(steps) if self.draft_per_token else sum(steps)) if steps else None
-        if it.tree is not None:   # a tree's level forwards and host work, learnt apart from a chain's
-            self.tree_draft_ms = _decayed(self.tree_draft_ms, per)
-            self.tree_overhead_ms = _decayed(self.tree_overhead_ms, it.other_ms)
-            return
-        if per is not None:
-            self.draft_ms = per if not self.draft_seen else DECAY * self.draft_ms + (1 - DECAY) * per
-            self.draft_seen = True
-        self.overhead_ms = it.other_ms if not self.overhead_seen else (
-            DECAY * self.overhead_ms + (1 - DECAY) * it.other_ms)
-        self.overhead_seen = True
 
     def tree_costs(self, n: int) -> Costs:
         """The costs of a tree iteration: ``costs(n)`` with a tree's own draft forward (a level feeds several
-        nodes) and host time (its verification walks the tree) once a tree was verified, a chain's before."""
+        nodes) and host time (its verification walks the tree) where they were priced, a chain's elsewhere."""
         c = self.costs(n)
         return replace(c, draft_ms=c.draft_ms if self.tree_draft_ms is None else self.tree_draft_ms,
                        overhead_ms=c.overhead_ms if self.tree_overhead_ms is None else self.tree_overhead_ms)
-
-
-def _decayed(old: float | None, new: float | None) -> float | None:
-    """A running mean with memory ``DECAY``; the first value as it is; None leaves it."""
-    if new is None:
-        return old
-    return new if old is None else DECAY * old + (1 - DECAY) * new
-
 
 
 def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:
@@ -376,9 +354,10 @@ def probe_wait(extra_ms: float, draft_ms: float, zero_ms: float) -> int:
     return max(0, math.ceil(need - 1e-9))
 
 
-def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPolicy:
-    """The policy ``cfg.k_policy`` names. ``cost`` calibrates the target's verify curve for n = 1..K+1
-    (once per process and model, see ``calibration``) and, for a model draft, its one-token forward.
+def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any, prices: Any = None) -> KPolicy:
+    """The policy ``cfg.k_policy`` names. ``cost`` is priced by ``prices`` (``calibration.Prices``, or a trace's
+    ``calibration`` dict), which the engine fixes before the run (``decoding/prices.py``: measured once per
+    process, or given to replay a recorded run); without them every verify costs the same and drafts nothing.
     The fixed and heuristic policies attach an existing calibration to the trace but never measure."""
     from . import calibration
     if cfg.k_policy == "fixed":
@@ -386,29 +365,16 @@ def make_k_policy(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> KPo
     elif cfg.k_policy == "heuristic":
         pol = HeuristicK(cfg.k)
     else:
-        curve = _try_calibrate(target, max(cfg.k, getattr(cfg, "tree_nodes", 0)) + 1)
-        draft_model = getattr(drafter, "model", None)
-        per_token = draft_model is not None or bool(getattr(drafter, "draft_per_token", False))
-        draft_ms = None
-        if isinstance(draft_model, torch.nn.Module):
-            dc = curve if draft_model is target else _try_calibrate(draft_model, 1)
-            draft_ms = dc.t1 if dc is not None else None
-        pol = CostAwareK(cfg.k, curve.verify_ms if curve else None, draft_ms, per_token,
-                         curve.to_dict() if curve else None)
-        return pol
+        per_token = getattr(drafter, "model", None) is not None or bool(getattr(drafter, "draft_per_token", False))
+        return CostAwareK.from_calibration(cfg.k, prices.to_dict() if hasattr(prices, "to_dict") else prices,
+                                           per_token)
     cached = _safe(lambda: calibration.cached(target))
     pol.calibration = cached.to_dict() if cached is not None else None
     return pol
 
 
-def _try_calibrate(model: torch.nn.Module, n_max: int) -> Any:
-    from . import calibration
-    return _safe(lambda: calibration.calibrate(model, n_max))
-
-
 def _safe(fn: Any) -> Any:
-    """Calibration is an optimisation: a model it cannot time (a toy model without a KV cache) falls
-    back to learning the costs online."""
+    """Calibration is an optimisation: a model it cannot time (a toy model without a KV cache) gives None."""
     try:
         return fn()
     except (ValueError, RuntimeError, TypeError, AttributeError, NotImplementedError, StopIteration):
