@@ -104,8 +104,8 @@ class Page:
             self._take(("stage",), stage_key(self.store, self.state["code"]))
         return self.redraws > before
 
-    def send(self, slider: Any = None, radio: Any = None) -> str:
-        said = st.send_guess(self.store, self.me, slider, radio)
+    def send(self, slider: Any = None, radio: Any = None, touched: bool = True) -> str:
+        said = st.send_guess(self.store, self.me, slider, radio, touched)
         self.sent.append(said)
         self.shown["status"] = said
         return said

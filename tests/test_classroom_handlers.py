@@ -112,6 +112,8 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     assert (slider["minimum"], slider["maximum"], slider["step"], slider["visible"]) == (1.0, 8.0, 0.25, True)
     assert "guess, then Send" in pg["status"] and not pg.tick()
 
+    assert pg["touched"] is False and "move the slider" in pg.send(1.0, touched=False)   # where it starts: no guess
+    assert "Guesses in: <b>0</b>" in ld.lead_poll(store, lead, -1)[4]
     assert "Sent: 2.5" in pg.send(2.5)
     count = ld.lead_poll(store, lead, -1)[4]
     assert "Guesses in: <b>1</b> of <b>1</b>" in count
@@ -173,6 +175,7 @@ def test_a_reload_keeps_the_student_and_the_guess(store, lead):
     again = Page(store, f"{code[:4]}-{code[4:]}", pg.ids)
     assert again.me["student"] == pg.me["student"] and again.ids == pg.ids
     assert "Your guess: 3.25 (sent)" in again["status"] and again.props("slider")["value"] == 3.25
+    assert again["touched"] is True                     # a sent guess can be sent again as it is
     assert not again.tick() and again.props("slider")["value"] == 3.25
     bare = Page(store, "", pg.ids)                      # /class without a code: the class this browser was in
     assert "Your guess: 3.25 (sent)" in bare["status"]

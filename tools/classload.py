@@ -50,7 +50,7 @@ CHOICES = ("identical", "different")
 # the outputs of the students' page's events, in their order (components.pages.classroom.student; a test checks)
 JOIN = ("status", "chapter", "form", "timer", "me", "ids", "code", "stage")
 REFRESH = ("title", "status", "text", "note", "plot1", "slider", "radio", "answer", "histogram", "plot2", "me",
-           "live_key", "gone")
+           "touched", "live_key", "gone")
 EVENTS = ("next", "run", "reveal", "next2")
 
 
@@ -277,7 +277,7 @@ async def student_loop(s: Student, run: Run, code: str) -> None:
             s.errors.append(f"poll: {type(e).__name__}: {e}"[:200])
         if "run" in s.seen and not s.sent and time.monotonic() >= s.seen["run"] + think_s(s.index):
             for guess in guesses_of(s.index):
-                said = text((await s.page.call("class_send", [None, f.slider, guess]))[0])
+                said = text((await s.page.call("class_send", [None, f.slider, guess, True]))[0])
                 if not said.startswith("Sent"):
                     s.errors.append(f"send: {said}")
                 s.sent.append(guess)

@@ -85,7 +85,7 @@ async def _students_guess(url: str, code: str, run_done: threading.Event, guesse
         await asyncio.to_thread(run_done.wait, 300)
         for page, guess in zip(pages, guesses):
             await page.call("class_refresh", [None])          # the page draws the run (its chapter and run kept)
-            await page.call("class_send", [None, guess, None])
+            await page.call("class_send", [None, guess, None, True])
         for page in pages:
             page.conn.close()
 

@@ -45,7 +45,7 @@ ASK_CODE = "Type the class code your presenter shows (8 letters and digits), the
 HISTOGRAM_WAIT = "The class's guesses are drawn here when your presenter reveals the answer."
 JOIN = ("status", "chapter", "form", "timer", "me", "ids", "code", "stage")
 REFRESH = ("title", "status", "text", "note", "plot1", "slider", "radio", "answer", "histogram", "plot2", "me",
-           "live_key", "gone")
+           "touched", "live_key", "gone")
 LIVE = ("live", "live_html", "live_plot")
 STOP = ("timer", "form", "chapter")
 
@@ -190,7 +190,8 @@ def refresh_class(store: RoomStore, me: Any) -> tuple:
     plot1, histogram, plot2 = _figures(view)
     slider, radio = _guess_controls(view, configure)
     return (title_html(view.chapter, N, ch.title), _status(view), ch.text, _note(view), plot1, slider, radio,
-            _answer(view), histogram, plot2, _me(view, who[1]), f"{view.code}:{view.live_no}", False)
+            _answer(view), histogram, plot2, _me(view, who[1]), view.guess is not None, f"{view.code}:{view.live_no}",
+            False)
 
 
 def live_of(store: RoomStore, me: Any) -> tuple:
@@ -212,12 +213,18 @@ def stop_following(gone: Any) -> tuple:
     return gr.Timer(active=False), gr.Column(visible=True), gr.Column(visible=False)
 
 
-def send_guess(store: RoomStore, me: Any, slider: Any = None, radio: Any = None) -> str:
+NOT_TOUCHED = "Not sent: move the slider (or pick an answer) to your guess first."
+
+
+def send_guess(store: RoomStore, me: Any, slider: Any = None, radio: Any = None, touched: Any = True) -> str:
     """Send the guess on the control the chapter uses, for the run the page shows: the status line (what was sent,
-    or why not)."""
+    or why not). A control the student has not moved on this run (``touched`` False, no guess sent yet) sends
+    nothing: where a slider starts is nobody's guess."""
     who = _who(me)
     if who is None:
         return status_html("This page has not joined a class: open the class's link, or type its code.", "problem")
+    if touched is not True:
+        return status_html(NOT_TOUCHED, "problem")
     code, student = who
     try:
         ch = class_chapter(me.get("chapter"))

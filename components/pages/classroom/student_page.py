@@ -83,7 +83,8 @@ def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
         # hidden boxes rather than States where a change event listens: gradio looks for a State's listeners
         # through every event of the app on every answer that sets it (≈ 0.6 ms each here)
         states = {"me": gr.State(None), "code": gr.Textbox("", visible=False), "stage": gr.Textbox("", visible=False),
-                  "live_key": gr.Textbox("", visible=False), "gone": gr.Checkbox(False, visible=False)}
+                  "live_key": gr.Textbox("", visible=False), "gone": gr.Checkbox(False, visible=False),
+                  "touched": gr.Checkbox(False, visible=False)}      # the guess control moved on this run
         parts = {"title": title, "status": status, "form": form, "chapter": chapter, "text": text, "note": note,
                  "plot1": plot1, "slider": slider, "radio": radio, "answer": answer, "histogram": histogram,
                  "plot2": plot2, "live": live, "live_html": live_html, "live_plot": live_plot, "timer": timer,
@@ -102,7 +103,10 @@ def build_student_page(page: gr.Blocks, store: RoomStore) -> StudentPage:
                           api_name="class_refresh", **quick)
     parts["live_key"].change(functools.partial(st.live_of, store), [me], out(st.LIVE), **quick)
     parts["gone"].change(st.stop_following, [parts["gone"]], out(st.STOP), **quick)
-    send.click(functools.partial(st.send_guess, store), [me, slider, radio], [status], api_name="class_send", **quick)
+    for control in (slider, radio):          # moved by the student (not set by a refresh): in the browser only
+        control.input(None, None, parts["touched"], js="() => true", **quick)
+    send.click(functools.partial(st.send_guess, store), [me, slider, radio, parts["touched"]], [status],
+               api_name="class_send", **quick)
     return out
 
 
