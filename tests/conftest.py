@@ -46,25 +46,37 @@ def tiny_pair():
 
 
 # The bundled model's verify curve: ms of one forward over 1..17 new tokens after 128 cached ones, one thread,
-# measured on this project's 2-core machine (``calibration.measure_verify_curve``, the mean of two runs). The
-# ``bundled`` fixture puts it in the process's calibration cache, so the cost-aware runs of the session use it
-# instead of measuring the curve (about 6 s of forwards in the default run); a drafter's costs are still
-# measured at its first cost-aware run of the session (short engine runs, ``decoding/prices.py``). Measuring is
-# tested on a tiny model in test_costmodel.py and test_reproducible.py, and the app the tests start calibrates
-# for real, at its start-up.
+# measured on this project's 2-core machine (``calibration.measure_verify_curve``, the mean of two runs), and its
+# shipped drafters' costs at that curve's level (``prices.measure_draft_costs``, one thread, the same machine).
+# The ``bundled`` fixture puts them in the process's caches, so the cost-aware runs of the session use them
+# instead of measuring (about 35 s of forwards in the default run). Measuring is tested on a tiny model in
+# test_costmodel.py and test_reproducible.py, and the app the tests start calibrates for real, at its start-up.
 BUNDLED_VERIFY_MS = (31.5, 32.4, 38.0, 38.4, 57.4, 58.8, 65.9, 59.8, 68.0, 68.8, 76.4, 69.9, 78.1, 78.7, 86.2, 79.4,
                      87.9)
+BUNDLED_DRAFT_COSTS = {   # drafter -> DraftCosts' values (ms)
+    "feature": dict(draft_ms=3.57, draft_per_token=True, catchup_ms=0.098, overhead_ms=0.48, overhead_sampled_ms=1.09,
+                    tree_draft_ms=3.72, tree_overhead_ms=1.35),
+    "trained": dict(draft_ms=4.06, draft_per_token=True, catchup_ms=0.124, overhead_ms=0.34, overhead_sampled_ms=0.99,
+                    tree_draft_ms=5.66, tree_overhead_ms=1.64),
+    "ngram": dict(draft_ms=0.0019, draft_per_token=False, overhead_ms=0.20, overhead_sampled_ms=0.37,
+                  tree_draft_ms=0.0095, tree_overhead_ms=0.44)}
 
 
 @pytest.fixture(scope="session")
 def bundled():
     """(model, tokenizer) of the bundled SmolLM2-135M-Instruct, loaded once per test session, its verify curve
-    in the process's calibration cache (``BUNDLED_VERIFY_MS``)."""
-    from specdec_core import load_bundled_model
+    and its shipped drafters' costs in the process's caches (``BUNDLED_VERIFY_MS``, ``BUNDLED_DRAFT_COSTS``)."""
+    from specdec_core import NGramDrafter, load_bundled_model
+    from specdec_core.decoding import prices
+    from specdec_core.drafters.model import model_drafter
+    from specdec_core.drafters.registry import shipped_draft_for
     from specdec_core.policy import calibration
     model, tok = load_bundled_model("cpu")
     calibration.default_cache().put(calibration.VerifyCurve(calibration.model_key(model), BUNDLED_VERIFY_MS,
                                                             calibration.DEFAULT_CONTEXT, calibration.DEFAULT_REPEATS))
+    for name, costs in BUNDLED_DRAFT_COSTS.items():
+        drafter = NGramDrafter() if name == "ngram" else model_drafter(shipped_draft_for(name, model), name=name)
+        prices.draft_cost_cache().put(model, drafter, calibration.DraftCosts(prices.drafter_key(drafter), **costs))
     return model, tok
 
 
