@@ -35,7 +35,7 @@ LIVE_MAX_NEW = 40
 PRESENTER_SIZE = {"width": 1400, "height": 1560}
 LEARN_CHAPTER = 2
 LEARN_GUESS = 3                 # chapter 2 asks how many of 4 drafts the target keeps
-PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2}
 
 
 def _live(b: Any, url: str, path: Path) -> None:
@@ -114,9 +114,8 @@ def _class(b: Any, url: str, path: Path) -> None:
 def _phone(b: Any, url: str, path: Path) -> None:
     pg = open_page(b, f"{url}?tab=learn&chapter={LEARN_CHAPTER}", tab=None, **PHONE)
     _chapter(pg)
-    answer = learn_part(pg, "learn-answer").bounding_box()
-    height = pg.evaluate("() => document.documentElement.scrollHeight")
-    bottom = min(height, answer["y"] + answer["height"] + 16) if answer else height
+    bottom = learn_part(pg, "learn-answer").evaluate("a => a.getBoundingClientRect().bottom + window.scrollY + 16")
+    bottom = min(bottom, pg.evaluate("() => document.documentElement.scrollHeight"))
     pg.screenshot(path=str(path), full_page=True, clip={"x": 0, "y": 0, "width": 390, "height": bottom})
     pg.close()
 
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with start_app({"HF_HUB_OFFLINE": "1"}) as app:
+    with start_app({"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}) as app:   # as the browser tests run it
         for path in take(app.url, out, args.only):
             print(f"wrote {path}")
     return 0
