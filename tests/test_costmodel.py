@@ -3,7 +3,6 @@ and tiny in-process models."""
 import json
 
 import pytest
-import torch
 
 from conftest import make_tiny_lm
 from specdec_core import NGramDrafter, SpecConfig, speculative_generate

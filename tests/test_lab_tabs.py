@@ -5,7 +5,6 @@ import threading
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
-import torch
 
 from components.pages import teaching as lab_tabs
 from components.pages.teaching import compare as tab_compare, ksweep as tab_ksweep, lab as tab_lab, simulator as tab_simulator, theory as tab_theory

@@ -30,7 +30,7 @@ import torch
 
 from ..config import SpecConfig
 from ..drafters.base import CATCHUP_MIN, DraftOutlook
-from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, fed_tokens, finish_plan, iteration_ms,
+from .costmodel import (AcceptanceProfile, Costs, expected_tokens_profile, finish_plan, iteration_ms,
     tokens_distribution)
 from .tree_cost import best_tree_rate, branch_observations, tree_depth
 from ..trace import IterationRecord
