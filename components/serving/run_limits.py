@@ -34,16 +34,18 @@ LOCK_WAIT_S = 300.0  # the longest a run or an experiment waits for a model befo
 POLL_S = 0.5        # a run waiting for a model wakes this often: to show its place and to notice a cancel
 
 
-def _env_number(env: Mapping[str, str], name: str, default: float, integer: bool = False) -> float:
+def env_number(env: Mapping[str, str], name: str, default: float, integer: bool = False) -> float:
+    """A positive (whole) number from the environment variable ``name``, ``default`` when unset; a ValueError
+    naming the variable otherwise (the app's start-up stops with it)."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
         value = int(raw) if integer else float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a {'whole ' if integer else ''}number, got {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{name} must be a positive number, got {raw!r}")
+        raise ValueError(f"{name} must be a {'whole ' if integer else ''}number, got {raw[:40]!r}") from None
+    if not 0 < value < 1e9:
+        raise ValueError(f"{name} must be a positive number below 10⁹, got {raw[:40]!r}")
     return value
 
 
@@ -56,8 +58,8 @@ class RunLimits:
     def from_env(cls, env: Mapping[str, str] | None = None) -> RunLimits:
         """The limits from the environment; ValueError naming the variable when one is malformed."""
         env = os.environ if env is None else env
-        return cls(_env_number(env, MAX_RUN_S_ENV, DEFAULT_MAX_RUN_S),
-                   int(_env_number(env, MAX_RUN_TOKENS_ENV, DEFAULT_MAX_RUN_TOKENS, integer=True)))
+        return cls(env_number(env, MAX_RUN_S_ENV, DEFAULT_MAX_RUN_S),
+                   int(env_number(env, MAX_RUN_TOKENS_ENV, DEFAULT_MAX_RUN_TOKENS, integer=True)))
 
 
 class RunClock:
@@ -137,7 +139,7 @@ def prune_exports(folder: str, max_age_s: float = EXPORT_MAX_AGE_S, max_bytes: i
     most ``max_files`` files and ``max_bytes`` bytes (default from SPECDEC_EXPORT_MAX_MB). Returns how
     many were removed. Safe against another session pruning at the same time."""
     if max_bytes is None:
-        max_bytes = int(_env_number(os.environ, EXPORT_MAX_MB_ENV, DEFAULT_EXPORT_MAX_MB) * 1e6)
+        max_bytes = int(env_number(os.environ, EXPORT_MAX_MB_ENV, DEFAULT_EXPORT_MAX_MB) * 1e6)
     cutoff = time.time() - max_age_s
     files: list[tuple[float, int, str]] = []
     removed = 0

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.serving.run_limits import env_number
+
 # phases of the current chapter
 WAITING = "waiting"        # the presenter has not run this chapter yet
 OPEN = "open"              # the run is in: guesses are taken
@@ -34,19 +36,6 @@ class RoomError(Exception):
         self.gone = gone
 
 
-def _env_positive(env: Mapping[str, str], name: str, default: float, integer: bool) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a {'whole ' if integer else ''}number, got {raw[:40]!r}") from None
-    if not 0 < value < 1e9:
-        raise ValueError(f"{name} must be a positive number, got {raw[:40]!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class ClassLimits:
     """How much one server takes: rooms at once, students per room, a room's life; and how often one student may
@@ -63,9 +52,9 @@ class ClassLimits:
         ValueError naming the variable when one is malformed."""
         env = os.environ if env is None else env
         d = cls()
-        return cls(int(_env_positive(env, ROOMS_ENV, d.rooms, True)),
-                   int(_env_positive(env, STUDENTS_ENV, d.students, True)),
-                   _env_positive(env, HOURS_ENV, d.life_s / 3600, False) * 3600)
+        return cls(int(env_number(env, ROOMS_ENV, d.rooms, True)),
+                   int(env_number(env, STUDENTS_ENV, d.students, True)),
+                   env_number(env, HOURS_ENV, d.life_s / 3600) * 3600)
 
 
 @dataclass(frozen=True)
