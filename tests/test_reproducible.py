@@ -147,16 +147,11 @@ def test_tiny_models_get_prices_once_and_keep_them(tiny_pair, one_thread):
 
 # --- the app: /generate under load ----------------------------------------------------------------------------
 
-@pytest.mark.slow
-def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
-    """12 /generate calls at once from 12 threads (prompt, seed and temperature 0.8; every other value the
-    default but the length: 8 tokens, to keep the default run short; the slow suite sends the defaults over
-    HTTP) return the same tokens and iterations as each call alone."""
-    def call(seed: int) -> dict:
-        return generate(pool, PROMPT, temperature=0.8, seed=seed, max_new_tokens=8)[0]
-    alone = {s: call(s) for s in range(50, 62)}
+def _alone_then_together(call, seeds) -> tuple[dict[int, dict], dict[int, dict]]:
+    """``call(seed)`` for each seed one at a time, then for all of them at once from as many threads."""
+    alone = {s: call(s) for s in seeds}
     together: dict[int, dict] = {}
-    start = threading.Barrier(12)
+    start = threading.Barrier(len(alone))
 
     def worker(seed: int) -> None:
         start.wait()
@@ -166,6 +161,17 @@ def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
         t.start()
     for t in threads:
         t.join()
+    return alone, together
+
+
+@pytest.mark.slow
+def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
+    """12 /generate calls at once from 12 threads (prompt, seed and temperature 0.8; every other value the
+    default but the length: 8 tokens, to keep the default run short; the slow suite sends the defaults over
+    HTTP) return the same tokens and iterations as each call alone."""
+    def call(seed: int) -> dict:
+        return generate(pool, PROMPT, temperature=0.8, seed=seed, max_new_tokens=8)[0]
+    alone, together = _alone_then_together(call, range(50, 62))
     assert all(together[s]["new_token_ids"] == alone[s]["new_token_ids"] for s in alone)
     assert all(iterations(together[s]) == iterations(alone[s]) for s in alone)
     assert all(alone[s]["config"]["k_policy"] == "cost" and alone[s]["config"]["pair"] == PAIR_FEATURE for s in alone)
@@ -182,18 +188,7 @@ def test_twelve_simultaneous_http_generate_calls_match_the_same_calls_alone(app_
 
     def call(seed: int) -> dict:
         return api.call("/generate", prompt=PROMPT, seed=seed, temperature=0.8)[0]
-    alone = {s: call(s) for s in range(50, 62)}
-    together: dict[int, dict] = {}
-    start = threading.Barrier(12)
-
-    def worker(seed: int) -> None:
-        start.wait()
-        together[seed] = call(seed)
-    threads = [threading.Thread(target=worker, args=(s,)) for s in alone]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    alone, together = _alone_then_together(call, range(50, 62))
     same_tokens = sum(together[s]["new_token_ids"] == alone[s]["new_token_ids"] for s in alone)
     same_iterations = sum(iterations(together[s]) == iterations(alone[s]) for s in alone)
     assert (same_tokens, same_iterations) == (12, 12)
