@@ -13,8 +13,8 @@ import pytest
 from components.render import palette as pal
 from components.render.anatomy import N_STAGES, STAGES, anatomy_figure
 from components.pages.presenter import presenter_fold, presenter_from_url
-from components.pages.viewer import (FAR, PAUSE_LABEL, PLAY_LABEL, build_viewer, check_pace, play_tick, render_iteration,
-                               set_pace, step_view, toggle_play)
+from components.pages.viewer import (FAR, PAUSE_LABEL, PLAY_LABEL, build_viewer, check_pace, new_playback, play_tick,
+                               render_iteration, set_pace, step_view, toggle_play)
 from specdec_core import Trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -109,31 +109,33 @@ N_STEP = 8      # the number of step outputs
 def test_play_from_the_last_iteration_rewinds_then_ticks_to_the_end_and_stops():
     d = _trace("ngram_extractive.json").to_dict()
     n = _n(d)
-    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, False, 0.5, False, d, n)
-    assert timer.active is True and timer.value == 0.5 and button.value == PAUSE_LABEL and playing is True
+    playing = new_playback()
+    timer, button, stage, *view = toggle_play(step_view, N_STEP, AT, playing, 0.5, False, d, n)
+    assert timer.active is True and timer.value == 0.5 and button.value == PAUSE_LABEL and playing["on"]
     assert view[0].value == 1 and anatomy_title(view[AT]).startswith("Anatomy of iteration 1 — step 4")
     value = 1
     for _ in range(n - 2):                          # ticks in the middle keep the timer running
-        *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, False, stage, d, value)
+        *view, timer, button, stage = play_tick(step_view, N_STEP, AT, playing, False, stage, d, value)
         value = view[0].value
-        assert isinstance(timer, SKIP) and not isinstance(playing, bool)
-    *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, False, stage, d, value)
-    assert view[0].value == n and timer.active is False and button.value == PLAY_LABEL and playing is False
+        assert isinstance(timer, SKIP) and playing["on"]
+    *view, timer, button, stage = play_tick(step_view, N_STEP, AT, playing, False, stage, d, value)
+    assert view[0].value == n and timer.active is False and button.value == PLAY_LABEL and not playing["on"]
 
 
 def test_build_up_playback_shows_each_step_of_the_anatomy_before_moving_on():
     d = _trace("ngram_extractive.json").to_dict()
     n = _n(d)
-    _, _, _, stage, slider, _, _, _, anatomy, *_ = toggle_play(step_view, N_STEP, AT, False, 1.0, True, d, n)
+    playing = new_playback()
+    _, _, stage, slider, _, _, _, anatomy, *_ = toggle_play(step_view, N_STEP, AT, playing, 1.0, True, d, n)
     assert stage == 1 and slider.value == 1 and "step 1 of 4" in anatomy_title(anatomy)
     seen, value = [], 1
     while True:
-        *view, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, True, stage, d, value)
+        *view, timer, button, stage = play_tick(step_view, N_STEP, AT, playing, True, stage, d, value)
         if not isinstance(view[0], SKIP):
             value = view[0].value
         seen.append((value, stage))
         assert f"Anatomy of iteration {value} — step {stage} of 4" in anatomy_title(view[AT])
-        if playing is False:
+        if not playing["on"]:
             break
         assert len(seen) < 5 * n
     assert seen[:4] == [(1, 2), (1, 3), (1, 4), (2, 1)] and seen[-1] == (n, 4)
@@ -146,10 +148,27 @@ def anatomy_title(fig) -> str:
 
 def test_play_in_the_middle_keeps_the_position_and_pause_stops():
     d = _trace("ngram_extractive.json").to_dict()
-    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, False, 1.0, True, d, 3)
-    assert playing is True and stage == 4 and all(isinstance(v, SKIP) for v in view)
-    timer, button, playing, stage, *view = toggle_play(step_view, N_STEP, AT, True, 1.0, False, d, 4)
-    assert timer.active is False and button.value == PLAY_LABEL and playing is False
+    playing = new_playback()
+    timer, button, stage, *view = toggle_play(step_view, N_STEP, AT, playing, 1.0, True, d, 3)
+    assert playing["on"] and stage == 4 and all(isinstance(v, SKIP) for v in view)
+    timer, button, stage, *view = toggle_play(step_view, N_STEP, AT, playing, 1.0, False, d, 4)
+    assert timer.active is False and button.value == PLAY_LABEL and not playing["on"]
+
+
+def test_a_tick_on_its_way_when_pause_is_pressed_draws_nothing():
+    """The timer's tick and ⏸ run side by side: a tick that reads the switch off (before or after drawing its
+    step) leaves every output as it is, so the page stays on the iteration it was paused at."""
+    d = _trace("ngram_extractive.json").to_dict()
+    playing = new_playback()
+    toggle_play(step_view, N_STEP, AT, playing, 1.0, False, d, 2)
+
+    def pausing_step(*args):
+        view = step_view(*args)
+        toggle_play(step_view, N_STEP, AT, playing, 1.0, False, d, 2)       # ⏸ lands while the tick draws
+        return view
+    out = play_tick(pausing_step, N_STEP, AT, playing, False, 4, d, 2)
+    assert not playing["on"] and all(isinstance(v, SKIP) for v in out)
+    assert all(isinstance(v, SKIP) for v in play_tick(step_view, N_STEP, AT, playing, False, 4, d, 2))
 
 
 @pytest.mark.parametrize("pace, message", [(None, "pace must be a number"), ("1", "pace must be a number"),
@@ -160,16 +179,16 @@ def test_bad_pace_is_refused_with_its_name(pace, message):
         check_pace(pace)
     d = _trace("ngram_extractive.json").to_dict()
     with pytest.raises(gr.Error, match=message):
-        toggle_play(step_view, N_STEP, AT, False, pace, False, d, 1)
+        toggle_play(step_view, N_STEP, AT, new_playback(), pace, False, d, 1)
 
 
 def test_nothing_to_play_and_the_pace_slider():
     with pytest.raises(gr.Error, match="Nothing to play back"):
-        toggle_play(step_view, N_STEP, AT, False, 1.0, False, None, None)
-    *skips, timer, button, playing, stage = play_tick(step_view, N_STEP, AT, True, 2, None, None)
-    assert len(skips) == N_STEP and timer.active is False and playing is False
-    assert set_pace(2.5, True).value == 2.5 and set_pace(2.5, True).active is True
-    assert set_pace(0.25, False).active is False
+        toggle_play(step_view, N_STEP, AT, new_playback(), 1.0, False, None, None)
+    *skips, timer, button, stage = play_tick(step_view, N_STEP, AT, {"on": True}, True, 2, None, None)
+    assert len(skips) == N_STEP and timer.active is False
+    assert set_pace(2.5, {"on": True}).value == 2.5 and set_pace(2.5, {"on": True}).active is True
+    assert set_pace(0.25, new_playback()).active is False
 
 
 def test_home_and_end_land_on_the_first_and_last_iteration():

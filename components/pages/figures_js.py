@@ -4,6 +4,10 @@ Gradio's Plot component draws a figure with ``Plotly.react(div, data, layout, co
 (plotly.js, loaded with the first plot). ``FIGURES_JS`` wraps that ``react`` once it exists, so that every figure,
 the ones on the page now and every one drawn later, on any tab:
 
+- **is drawn without freezing the page**: one figure per browser task, with the newest figure it was given (an
+  update that arrives while the page is still drawing replaces the one waiting for the same plot). A click or a
+  key (Stop, a tab) is handled between two figures, and a device that draws slower than a run streams shows fewer
+  frames instead of falling ever further behind.
 - **presenter mode** (the body class ``sd-presenter``, ``presenter.py``): is laid out by Plotly itself at projector
   sizes: every font size in the layout and the traces ×``FONT_SCALE`` (13 px → 18 px, titles 16 → 22 px), the
   fixed margins ×``FONT_SCALE``, the height ×``HEIGHT_SCALE``; the figures' own automargins and container-anchored
@@ -174,23 +178,47 @@ FIGURES_JS = """
       }
     } catch (e) { /* a figure without a layout yet */ }
   };
+  // One figure drawn per task, each with the newest figure it was given: an update that arrives while the page
+  // is still drawing replaces the one waiting for the same div, and a click or a key is handled between two
+  // figures. A device that draws slower than a run streams shows fewer frames, never a frozen page.
+  const waiting = new Set();
+  let pumping = false;
+  const pump = () => {
+    const div = waiting.values().next().value;
+    if (div === undefined) { pumping = false; return; }
+    waiting.delete(div);
+    try { if (div.isConnected) draw(div); } catch (e) { console.error(e); }
+    setTimeout(pump, 0);
+  };
+  let react = null, resize = null;
+  const draw = (div) => {
+    const [d, presented] = present(div.__sdData, div.__sdLayout);
+    const l = fit(presented === div.__sdLayout ? clone(presented) : presented, div.clientWidth || (div.__sdLayout && div.__sdLayout.width));
+    div.__sdPresented = presenting();
+    Promise.resolve(react.call(window.Plotly, div, d, l, div.__sdConfig)).then(() => label(div), () => {});
+  };
   const hook = (Plotly) => {
     if (!Plotly || Plotly.__sdHooked || typeof Plotly.react !== "function") return;
-    const react = Plotly.react;
+    react = Plotly.react;
     Plotly.__sdHooked = true;
     Plotly.react = function (gd, data, layout, config) {
       const div = typeof gd === "string" ? document.getElementById(gd) : gd;
-      if (div && data !== undefined && !Array.isArray(data) && typeof data === "object") {
+      if (!div || (data !== undefined && !Array.isArray(data) && typeof data === "object")) {
         return react.apply(this, arguments);      // the react({data, layout}) form: not gradio's
       }
-      if (div) { div.__sdData = data; div.__sdLayout = clone(layout); div.__sdConfig = config; }
-      const [d, presented] = present(data, layout);
-      const l = fit(presented === layout ? clone(layout) : presented, div && (div.clientWidth || (layout && layout.width)));
-      if (div) div.__sdPresented = presenting();
-      const done = react.call(this, gd, d, l, config);
-      Promise.resolve(done).then(() => div && label(div));
-      return done;
+      div.__sdData = data; div.__sdLayout = clone(layout); div.__sdConfig = config;
+      waiting.add(div);
+      if (!pumping) { pumping = true; setTimeout(pump, 0); }
+      return Promise.resolve(div);
     };
+    // gradio resizes right after each react: a figure still waiting is drawn at its container's size anyway
+    if (Plotly.Plots && typeof Plotly.Plots.resize === "function") {
+      resize = Plotly.Plots.resize;
+      Plotly.Plots.resize = function (gd) {
+        const div = typeof gd === "string" ? document.getElementById(gd) : gd;
+        return waiting.has(div) ? Promise.resolve(div) : resize.apply(this, arguments);
+      };
+    }
     // figures drawn before the hook: lay them out again (presenter mode) and label them
     for (const gd of document.querySelectorAll(".js-plotly-plot")) relayout(gd, true);
   };

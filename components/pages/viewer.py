@@ -60,7 +60,7 @@ class Viewer:
     play: gr.Button
     pace: gr.Slider               # seconds per iteration during playback (and a slow-motion Live run)
     timer: gr.Timer
-    playing: gr.State
+    playing: gr.State             # {"on": bool}, changed in place: a tick already on its way sees a pause
     build_up: gr.Checkbox         # playback shows the anatomy's steps one tick at a time
     stage: gr.State               # the anatomy step shown during a build-up playback (1..N_STAGES)
     tree_hint: gr.Markdown        # one line, shown instead of the tree figures for a trace without trees
@@ -81,8 +81,8 @@ class Viewer:
                 *self.tree_outputs()]
 
     def playback_outputs(self) -> list[Any]:
-        """The order the playback handlers return besides the step outputs: timer, play button, playing, stage."""
-        return [self.timer, self.play, self.playing, self.stage]
+        """The order the playback handlers return besides the step outputs: timer, play button, stage."""
+        return [self.timer, self.play, self.stage]
 
     def wire_steps(self, step: StepFn, state: Any, extra: Sequence[Any] = (),
                    outputs: Sequence[Any] | None = None) -> None:
@@ -100,7 +100,8 @@ class Viewer:
         self.play.click(functools.partial(toggle_play, step, len(outs), at),
                         [self.playing, self.pace, self.build_up, *ins], [*play_outs, *outs], show_progress="hidden",
                         queue=False)
-        self.timer.tick(functools.partial(play_tick, step, len(outs), at), [self.build_up, self.stage, *ins],
+        self.timer.tick(functools.partial(play_tick, step, len(outs), at),
+                        [self.playing, self.build_up, self.stage, *ins],
                         [*outs, *play_outs], show_progress="hidden", trigger_mode="always_last",
                         concurrency_limit=None)
         self.pace.change(set_pace, [self.pace, self.playing], [self.timer], show_progress="hidden", queue=False)
@@ -134,7 +135,7 @@ def build_viewer(prefix: str = "", initial: Trace | None = None, index: int | No
                                scale=1)
         gr.Markdown(KEYS_HINT, elem_id=f"{prefix}keys-hint", elem_classes=["sd-keys-hint"])
     timer = gr.Timer(PACE_DEFAULT_S, active=False)
-    playing = gr.State(False)
+    playing = gr.State(new_playback)
     stage = gr.State(N_STAGES)
     plots: dict[str, gr.Plot] = {}
 
@@ -219,21 +220,29 @@ def check_pace(pace: Any) -> float:
     return float(pace)
 
 
-def _stopped() -> tuple:
-    return gr.Timer(active=False), gr.Button(PLAY_LABEL), False
+def new_playback() -> dict:
+    """A viewer's playback switch, kept in a gr.State and changed in place by ▶ / ⏸: a timer tick that was on
+    its way when pause was pressed reads it and draws nothing (a bool passed by value would still say "on")."""
+    return {"on": False}
+
+
+def _stopped(playing: dict) -> tuple:
+    playing["on"] = False
+    return gr.Timer(active=False), gr.Button(PLAY_LABEL)
 
 
 def _n_iterations(trace_dict: dict | None) -> int:
     return len(trace_dict.get("iterations", [])) if isinstance(trace_dict, dict) else 0
 
 
-def toggle_play(step: StepFn, n_outputs: int, anatomy_at: int, playing: bool, pace: Any, build_up: bool,
+def toggle_play(step: StepFn, n_outputs: int, anatomy_at: int, playing: dict, pace: Any, build_up: bool,
                 trace_dict: dict | None, value: float | None, *extra: Any) -> tuple:
-    """▶ / ⏸ (and Space): start or pause playback. Returns the playback outputs (timer, button, playing,
-    stage), then the step outputs: the first iteration when playback starts from the last one (with the
-    anatomy at its first step when building up), else left as they are."""
-    if playing:
-        return (*_stopped(), gr.skip(), *[gr.skip()] * n_outputs)
+    """▶ / ⏸ (and Space): start or pause playback (``playing``, from ``new_playback``, switched in place).
+    Returns the playback outputs (timer, button, stage), then the step outputs: the first iteration when
+    playback starts from the last one (with the anatomy at its first step when building up), else left as
+    they are."""
+    if playing["on"]:
+        return (*_stopped(playing), gr.skip(), *[gr.skip()] * n_outputs)
     n = _n_iterations(trace_dict)
     if n < 2:
         raise page_error("Nothing to play back yet: run a prompt (or load a trace) with at least two iterations.")
@@ -245,17 +254,22 @@ def toggle_play(step: StepFn, n_outputs: int, anatomy_at: int, playing: bool, pa
         if build_up:
             stage = 1
             view[anatomy_at] = anatomy_figure(parse_state(trace_dict), 0, stage)
-    return (gr.Timer(value=seconds, active=True), gr.Button(PAUSE_LABEL), True, stage, *view)
+    playing["on"] = True
+    return (gr.Timer(value=seconds, active=True), gr.Button(PAUSE_LABEL), stage, *view)
 
 
-def play_tick(step: StepFn, n_outputs: int, anatomy_at: int, build_up: bool, stage: Any, trace_dict: dict | None,
-              value: float | None, *extra: Any) -> tuple:
+def play_tick(step: StepFn, n_outputs: int, anatomy_at: int, playing: dict, build_up: bool, stage: Any,
+              trace_dict: dict | None, value: float | None, *extra: Any) -> tuple:
     """One playback tick: the next iteration (or, when building up, the anatomy's next step first). Returns
     the step outputs, then the playback outputs; playback stops after the last iteration (its last step),
-    or at once when there is no trace."""
+    or at once when there is no trace. A tick that finds playback paused (before or after drawing) changes
+    nothing."""
     n = _n_iterations(trace_dict)
+    paused = (*[gr.skip()] * (n_outputs + 2), gr.skip())
+    if not playing["on"]:
+        return paused
     if n == 0:
-        return (*[gr.skip()] * n_outputs, *_stopped(), N_STAGES)
+        return (*[gr.skip()] * n_outputs, *_stopped(playing), N_STAGES)
     current = target_index(value, 0, n)
     stage = stage if isinstance(stage, int) and 1 <= stage <= N_STAGES else N_STAGES
     if build_up and stage < N_STAGES:                       # the same iteration, one more step
@@ -270,12 +284,14 @@ def play_tick(step: StepFn, n_outputs: int, anatomy_at: int, build_up: bool, sta
             stage = 1
             view[anatomy_at] = anatomy_figure(parse_state(trace_dict), nxt, stage)
         done = nxt == n - 1 and (not build_up or stage == N_STAGES)
-    return (*view, *(_stopped() if done else (gr.skip(),) * 3), stage)
+    if not playing["on"]:                                   # paused while this tick was drawing
+        return paused
+    return (*view, *(_stopped(playing) if done else (gr.skip(),) * 2), stage)
 
 
-def set_pace(pace: Any, playing: bool) -> Any:
+def set_pace(pace: Any, playing: dict) -> Any:
     """Pace slider: the timer's interval (kept running if it was)."""
-    return gr.Timer(value=check_pace(pace), active=bool(playing))
+    return gr.Timer(value=check_pace(pace), active=bool(playing["on"]))
 
 
 def parse_state(trace_dict: dict | None) -> Trace | None:
