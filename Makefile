@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup app cli test test-slow test-all bench browser-deps screenshots
+.PHONY: setup app cli test test-slow test-long test-all bench browser-deps screenshots
 
 setup: $(VENV)/.installed
 
@@ -32,8 +32,12 @@ cli: setup
 test: setup
 	$(PY) -m pytest -q -m "not slow" --durations=30
 
+# the slow suites CI runs after `make test`; `make test-long` runs the few that CI's time leaves out
 test-slow: setup browser-deps
-	$(PY) -m pytest -q -m slow --durations=30
+	$(PY) -m pytest -q -m "slow and not long" --durations=30
+
+test-long: setup browser-deps
+	$(PY) -m pytest -q -m long --durations=30
 
 test-all: setup browser-deps
 	$(PY) -m pytest -q --durations=30

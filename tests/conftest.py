@@ -80,11 +80,16 @@ def bundled():
     return model, tok
 
 
+@pytest.hookimpl(tryfirst=True)          # before ``-m`` selects: a long test is a slow test too
 def pytest_collection_modifyitems(config, items):
     """The tests that need the running app (``app_server``) run last: the app then serves them in one stretch
     rather than idling (at about 3 % of a core) through the rest of the session. The browser's come first among
     them (the app's start-up calibration, which their first run may wait for, covers every later run).
-    Otherwise the usual order."""
+    Otherwise the usual order. A test marked ``long`` is marked ``slow`` as well."""
+    for item in items:
+        if item.get_closest_marker("long") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
     def rank(item: pytest.Item) -> int:
         if "app_server" not in getattr(item, "fixturenames", ()):
             return 0

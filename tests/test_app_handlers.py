@@ -443,7 +443,7 @@ def test_dockerfile_setup_is_the_makefile_setup():
     assert "ARG BASE_IMAGE=" in text and "FROM ${BASE_IMAGE}" in text
 
 
-@pytest.mark.slow
+@pytest.mark.long          # a fresh virtualenv from the package registry: about four minutes
 def test_dockerfile_setup_installs_a_working_app(tmp_path):
     """Replays the Dockerfile's set-up in a fresh virtualenv (no Docker engine here), then its CMD."""
     import socket

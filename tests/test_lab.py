@@ -218,8 +218,9 @@ def test_bug_notes_are_honest_about_switches_that_cannot_bias():
 @pytest.mark.parametrize("setup, bugs, verdict", [
     ("ngram", InjectedBugs(), "exact"),
     ("ngram", InjectedBugs(resample_from_p=True), "biased"),
-    ("self", InjectedBugs(greedy_draft_ratio_rule=True), "biased"),
-    ("self", InjectedBugs(draft_temperature=0.5), "biased"),
+    # the self-draft's two bugs take about two minutes each: make test-long
+    pytest.param("self", InjectedBugs(greedy_draft_ratio_rule=True), "biased", marks=pytest.mark.long),
+    pytest.param("self", InjectedBugs(draft_temperature=0.5), "biased", marks=pytest.mark.long),
 ])
 def test_bundled_model_lab(bundled, setup, bugs, verdict):
     """The lab on SmolLM2 with its default prompt (prompt lookup finds " four, five")."""

@@ -178,7 +178,7 @@ def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
     assert len({json.dumps(t["calibration"]) for t in alone.values()}) == 1       # one set of prices for all
 
 
-@pytest.mark.slow
+@pytest.mark.long          # about three minutes; the in-process twin above runs in make test-slow
 def test_twelve_simultaneous_http_generate_calls_match_the_same_calls_alone(app_server):
     """Through the real app over HTTP (its start-up calibration, the queue, gradio's threads): 12 simultaneous
     /generate calls with only a prompt, a seed and temperature 0.8 (the recommended settings otherwise: 64
