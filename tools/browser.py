@@ -1,7 +1,7 @@
 """The headless-browser set-up shared by the browser tests and ``tools.screenshots``: Debian's chromium
 (``/usr/bin/chromium``, from apt, see ``scripts/install-chromium.sh``) driven through the PyPI ``playwright``
-package, never ``playwright install``; the Live run as a viewer starts it (click Run, wait for Done); and a
-Learn chapter's run and reveal."""
+package, never ``playwright install``; the Live run as a viewer starts it (click Run, wait for Done and its
+figures); and a Learn chapter's run and reveal."""
 from __future__ import annotations
 
 import os
@@ -93,7 +93,13 @@ def run_live(pg: Any, prompt: str | None = None, max_new: int | None = None) -> 
     pg.wait_for_function(done, timeout=150_000)
     for fid in FIGURES:
         pg.wait_for_selector(f"#{fid} .js-plotly-plot")
+    wait_for_figures(pg)
     return first_token_s
+
+
+def wait_for_figures(pg: Any) -> None:
+    """Until the page has drawn every figure it was given (it draws one at a time, ``figures_js``)."""
+    pg.wait_for_function("() => window.sdFiguresDrawn ? window.sdFiguresDrawn() : true", timeout=60_000)
 
 
 def presenter_replay_at(pg: Any, url: str, iteration: int) -> None:
@@ -142,6 +148,7 @@ def learn_run(pg: Any, timeout_s: float = 90) -> None:
     pg.wait_for_function(f"() => {LEARN_PLOTS_JS}.some(d => d.data && d.data.length > 0)", timeout=timeout_s * 1000)
     pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-note')?.innerText.trim()",
                          timeout=timeout_s * 1000)
+    wait_for_figures(pg)
 
 
 def learn_guess(pg: Any, choice: int | None = None, number: float | None = None) -> None:
@@ -161,6 +168,7 @@ def learn_reveal(pg: Any, timeout_s: float = 120) -> str:
     learn_part(pg, "learn-reveal").click()
     pg.wait_for_function(f"() => ({LEARN_CHAPTER_JS})?.querySelector('.learn-answer')?.innerText.includes('This run')",
                          timeout=timeout_s * 1000)
+    wait_for_figures(pg)
     return learn_part(pg, "learn-answer").inner_text()
 
 

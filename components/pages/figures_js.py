@@ -193,7 +193,8 @@ FIGURES_JS = """
   let react = null, resize = null;
   const draw = (div) => {
     const [d, presented] = present(div.__sdData, div.__sdLayout);
-    const l = fit(presented === div.__sdLayout ? clone(presented) : presented, div.clientWidth || (div.__sdLayout && div.__sdLayout.width));
+    const width = div.clientWidth || (div.__sdLayout && div.__sdLayout.width);
+    const l = fit(presented === div.__sdLayout ? clone(presented) : presented, width);
     div.__sdPresented = presenting();
     Promise.resolve(react.call(window.Plotly, div, d, l, div.__sdConfig)).then(() => label(div), () => {});
   };
@@ -243,6 +244,7 @@ FIGURES_JS = """
     for (const gd of document.querySelectorAll(".js-plotly-plot")) relayout(gd, false);
   }).observe(document.body, {attributes: true, attributeFilter: ["class"]});
   window.sdDescribeFigure = describe;
+  window.sdFiguresDrawn = () => !pumping;     // no figure waiting to be drawn
 }
 """.replace("__FONT__", str(FONT_SCALE)).replace("__HEIGHT__", str(HEIGHT_SCALE)).replace("__ALT__", str(ALT_MAX_CHARS))
 
