@@ -190,7 +190,7 @@ FIGURES_JS = """
     try { if (div.isConnected) draw(div); } catch (e) { console.error(e); }
     setTimeout(pump, 0);
   };
-  let react = null, resize = null;
+  let react = null;
   const draw = (div) => {
     const [d, presented] = present(div.__sdData, div.__sdLayout);
     const width = div.clientWidth || (div.__sdLayout && div.__sdLayout.width);
@@ -214,7 +214,7 @@ FIGURES_JS = """
     };
     // gradio resizes right after each react: a figure still waiting is drawn at its container's size anyway
     if (Plotly.Plots && typeof Plotly.Plots.resize === "function") {
-      resize = Plotly.Plots.resize;
+      const resize = Plotly.Plots.resize;
       Plotly.Plots.resize = function (gd) {
         const div = typeof gd === "string" ? document.getElementById(gd) : gd;
         return waiting.has(div) ? Promise.resolve(div) : resize.apply(this, arguments);

@@ -265,7 +265,7 @@ def play_tick(step: StepFn, n_outputs: int, anatomy_at: int, playing: dict, buil
     or at once when there is no trace. A tick that finds playback paused (before or after drawing) changes
     nothing."""
     n = _n_iterations(trace_dict)
-    paused = (*[gr.skip()] * (n_outputs + 2), gr.skip())
+    paused = (gr.skip(),) * (n_outputs + 3)
     if not playing["on"]:
         return paused
     if n == 0:
