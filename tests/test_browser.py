@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specdec_core import Trace
-from tools.browser import (FIGURES, VIEWPORT, browser, chromium_missing, open_page, plot_title as _plot_title,
-                           plot_traces as _plot_traces, presenter_replay_at, run_live, set_number as _set_number,
-                           wait_for_anatomy)
+from tools.browser import (FIGURES, STATUS_JS, VIEWPORT, browser, chromium_missing, open_page,
+                           plot_title as _plot_title, plot_traces as _plot_traces, presenter_replay_at, run_live,
+                           set_number as _set_number, wait_for_anatomy)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -188,11 +188,9 @@ def test_stop_keeps_what_was_produced(page):
     max_new.fill("300")
     max_new.press("Enter")
     pg.click("#run")
-    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Speculative decoding')",
-                         timeout=90_000)
+    pg.wait_for_function(STATUS_JS, arg="Speculative decoding", timeout=90_000)
     pg.click("#stop")
-    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Stopped')",
-                         timeout=60_000, polling=250)
+    pg.wait_for_function(STATUS_JS, arg="Stopped", timeout=60_000, polling=250)
     pg.wait_for_selector("#plot-race .js-plotly-plot")
     assert "stopped by you" in pg.inner_text("#summary")
     kept = pg.locator("#tokens .sd-stream .sd-it").count()
@@ -227,7 +225,7 @@ def test_teaching_tabs_each_run_once(page):
     pg.wait_for_selector("#sim-tokens .sd-stream .sd-tok", timeout=60_000)
     _wait_for_data(pg, "sim-plot")
 
-    if not pg.evaluate("() => (document.querySelector('#status') || {}).innerText?.includes('Done')"):
+    if not pg.evaluate(STATUS_JS, "Done"):
         run_live(pg, max_new=8)                  # run alone: Theory needs a Live run of this page to place
     pg.get_by_role("tab", name="Theory").click()
     _wait_for_data(pg, "theory-heatmap")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools.browser import (FIGURES, axe_violations, browser, chromium_missing, figure_font_sizes, figure_labels,
-                           figure_problems, learn_run, open_page, tab_walk)
+from tools.browser import (FIGURES, STATUS_JS, axe_violations, browser, chromium_missing, figure_font_sizes,
+                           figure_labels, figure_problems, learn_run, open_page, tab_walk)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -85,8 +85,7 @@ def test_presenter_live_run_legible_then_normal_and_accessible(chromium, app_ser
     mode off: laid out again at the normal sizes, still clean; axe finds nothing serious on Live after the run."""
     pg = _projector_page(chromium, app_server.url + LIVE_LINK)
     try:
-        pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Done')",
-                             timeout=150_000)
+        pg.wait_for_function(STATUS_JS, arg="Done", timeout=150_000)
         for fid in FIGURES:
             pg.wait_for_function(f"() => (document.querySelector('#{fid} .js-plotly-plot')?.data || []).length > 0")
         _assert_legible(pg, "Live after a run (presenter)", at_least=len(FIGURES) + 1)

@@ -16,7 +16,7 @@ from components.serving.pairs import PAIR_NGRAM
 from components.pages.replay import EXAMPLES_DIR
 from components.pages.links import parse_live_query
 from specdec_core import Trace
-from tools.browser import browser, chromium_missing, open_page, set_number, show_tab
+from tools.browser import STATUS_JS, browser, chromium_missing, open_page, set_number, show_tab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")]
@@ -67,8 +67,7 @@ def _choose(pg, elem_id: str, label: str) -> None:
 
 
 def _wait_done(pg) -> None:
-    pg.wait_for_function("() => (document.querySelector('#status') || {}).innerText?.includes('Done')",
-                         timeout=150_000)
+    pg.wait_for_function(STATUS_JS, arg="Done", timeout=150_000)
 
 
 def _exported(pg) -> Trace:

@@ -167,8 +167,7 @@ def _alone_then_together(call, seeds) -> tuple[dict[int, dict], dict[int, dict]]
 @pytest.mark.slow
 def test_twelve_simultaneous_generate_calls_match_the_same_calls_alone(pool):
     """12 /generate calls at once from 12 threads (prompt, seed and temperature 0.8; every other value the
-    default but the length: 8 tokens, to keep the default run short; the slow suite sends the defaults over
-    HTTP) return the same tokens and iterations as each call alone."""
+    default but the length: 8 tokens, to keep it short; make test-long sends the defaults over HTTP) return the same tokens and iterations as each call alone."""
     def call(seed: int) -> dict:
         return generate(pool, PROMPT, temperature=0.8, seed=seed, max_new_tokens=8)[0]
     alone, together = _alone_then_together(call, range(50, 62))

@@ -14,6 +14,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update"]
 VIEWPORT = {"width": 1400, "height": 1000}
+# true when the Live tab's status line holds the word (``pg.wait_for_function(STATUS_JS, arg=word)``)
+STATUS_JS = "(word) => (document.querySelector('#status') || {}).innerText?.includes(word) || false"
 FIGURES = ("plot-timeline", "plot-race", "plot-outcomes", "plot-pq", "plot-residual", "plot-positions", "plot-theory")
 
 
@@ -81,16 +83,15 @@ def run_live(pg: Any, prompt: str | None = None, max_new: int | None = None) -> 
         pg.fill("#prompt textarea", prompt)
     if max_new is not None:
         set_number(pg, "max-new", max_new)
-    done = "() => (document.querySelector('#status') || {}).innerText?.includes('Done')"
-    after_a_run = pg.evaluate(done)
+    after_a_run = pg.evaluate(STATUS_JS, "Done")
     t0 = time.time()
     pg.click("#run")
     if after_a_run:        # the last run's status and tokens are still shown until this run's first update
-        pg.wait_for_function(f"() => !({done})()", timeout=90_000, polling=50)
+        pg.wait_for_function(f"() => !({STATUS_JS})('Done')", timeout=90_000, polling=50)
     # tokens stream in while the run is going: the first ones appear before the baseline is done
     pg.wait_for_selector("#tokens .sd-stream .sd-tok", timeout=90_000)
     first_token_s = time.time() - t0
-    pg.wait_for_function(done, timeout=150_000)
+    pg.wait_for_function(STATUS_JS, arg="Done", timeout=150_000)
     for fid in FIGURES:
         pg.wait_for_selector(f"#{fid} .js-plotly-plot")
     wait_for_figures(pg)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from tools.browser import browser, open_page, set_number
+from tools.browser import STATUS_JS, browser, open_page, set_number
 from tools.loadtest import start_app
 
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 LONG_TASKS_JS = """() => { window.__sdLong = [];
   new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__sdLong.push(e.duration)))
     .observe({entryTypes: ["longtask"]}); }"""
-STATUS_JS = "(word) => (document.querySelector('#status') || {}).innerText?.includes(word)"
 
 
 def main() -> None:
@@ -38,7 +37,8 @@ def main() -> None:
         long_ms = pg.evaluate("() => window.__sdLong")
         kept = pg.locator("#tokens .sd-stream .sd-it").count()
     print(f"click on Stop answered in {click_s:.2f} s; 'Stopped' shown {stopped_s:.1f} s after the click")
-    print(f"long tasks: {len(long_ms)}, {sum(long_ms) / 1000:.1f} s in all, the longest {max(long_ms, default=0) / 1000:.2f} s")
+    longest = max(long_ms, default=0) / 1000
+    print(f"long tasks: {len(long_ms)}, {sum(long_ms) / 1000:.1f} s in all, the longest {longest:.2f} s")
     print(f"iterations kept: {kept}")
 
 
