@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from specdec_core.advise import main, read_prompts
+from specdec_core.cli.advise import main, read_prompts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_core import advise, cli
+from specdec_core.cli import advise, command as cli
 
 
 @pytest.fixture

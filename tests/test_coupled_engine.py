@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, Trace, baseline_generate, speculative_generate
-from specdec_core.coupling import CoupledSampler, noise_key
+from specdec_core.sampling.coupled import CoupledSampler, noise_key
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.policy.closed_form import estimate_alpha
 from specdec_core.policy.costmodel import iterations_profile

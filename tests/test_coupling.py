@@ -12,7 +12,7 @@ from scipy.stats import chisquare
 
 from specdec_core import SpecConfig, Trace
 from specdec_core.bugs import InjectedBugs
-from specdec_core.coupling import (CoupledSampler, StandardSampler, coupled_accept_prob, coupling_floor,
+from specdec_core.sampling.coupled import (CoupledSampler, StandardSampler, coupled_accept_prob, coupling_floor,
     gumbel_argmax, keyed_exponentials, make_sampler, noise_key, total_variation)
 from specdec_core.decoding.coupled_verify import verify_coupled
 from specdec_core.decoding.tree_verify import verify_tree

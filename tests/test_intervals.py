@@ -8,7 +8,7 @@ import pytest
 
 from conftest import make_tiny_lm
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate
-from specdec_core.intervals import (BOOTSTRAP, CANT_TELL, ROUNDS, Interval, bootstrap_speedup, fill_stats,
+from specdec_core.stats.intervals import (BOOTSTRAP, CANT_TELL, ROUNDS, Interval, bootstrap_speedup, fill_stats,
                                     position_intervals, rounds_interval, speedup_interval, t975, verdict, wilson)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -187,7 +187,7 @@ def test_the_interval_of_a_difference():
     means (scipy's ttest_ind(equal_var=False)); a constant sample on both sides has no spread."""
     from scipy import stats
 
-    from specdec_core.intervals import mean_difference, rate_difference
+    from specdec_core.stats.intervals import mean_difference, rate_difference
     d, lo, hi = rate_difference(30, 50, 20, 50)
     assert d == pytest.approx(0.2) and lo == pytest.approx(0.0046, abs=1e-3) and hi == pytest.approx(0.3752, abs=1e-3)
     a, b = [1.0, 2.0, 3.0, 4.5], [2.0, 3.0, 4.0, 5.0, 6.5]

@@ -266,7 +266,7 @@ def test_speedup_answer_is_judged_by_the_runs_interval():
 
 
 def test_draft_answer_judges_a_winner_only_when_the_intervals_part():
-    from specdec_core.intervals import Interval
+    from specdec_core.stats.intervals import Interval
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
     rows = [("prompt lookup", 1.3, 0.6, iv(1.2, 1.4)), ("the feature-reading draft", 0.9, 0.4, iv(0.8, 1.0))]
     assert "prompt lookup wins" in rv.reveal_draft("prompt lookup", rows).html and "✓ right" in rv.reveal_draft("prompt lookup", rows).html
@@ -278,7 +278,7 @@ def test_draft_answer_judges_a_winner_only_when_the_intervals_part():
 
 
 def test_k_answer_counts_a_k_within_the_noise_of_the_best():
-    from specdec_core.intervals import Interval
+    from specdec_core.stats.intervals import Interval
     iv = lambda lo, hi: Interval((lo + hi) / 2, lo, hi, "bootstrap over iterations")  # noqa: E731
     rows = [(1, 10.0, iv(1.1, 1.3)), (2, 12.0, iv(1.4, 1.6)), (3, 11.5, iv(1.35, 1.55)), (4, 8.0, iv(0.9, 1.1))]
     a = rv.reveal_best_k(2, rows, 8.0, [10.0, 10.0, 11.0, 14.0]).html

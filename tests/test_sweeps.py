@@ -3,7 +3,6 @@ draft comparison / automatic selection with an incompatible candidate listed by 
 import math
 
 import pytest
-import torch
 
 from conftest import make_tiny_lm
 from specdec_core import ModelDrafter, NGramDrafter, SpecConfig

@@ -3,7 +3,6 @@ import copy
 import json
 
 import pytest
-import torch
 
 from conftest import make_tiny_lm
 from specdec_core import SpecConfig, Trace, baseline_generate, speculative_generate

@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 
 from specdec_core import Trace
 from specdec_core.trace import DraftRecord, IterationRecord
-from specdec_core.trace_sampler import sampler_of
+from specdec_core.trace import sampler_of
 
 from components.render import palette as pal
 from components.render.base import (

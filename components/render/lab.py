@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import Trace
-from specdec_core.intervals import t975, wilson
+from specdec_core.stats.intervals import t975, wilson
 from specdec_core.policy.closed_form import approximate_speedup, break_even_alpha, optimal_k, speedup
 from specdec_core.teaching.lab import LabResult
 from specdec_core.teaching.sweeps import AgreementPoint, KSweep, Selection

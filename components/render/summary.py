@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 
 from specdec_core import Trace
-from specdec_core.intervals import acceptance_interval, speedup_interval
-from specdec_core.intervals import verdict as speedup_verdict
+from specdec_core.stats.intervals import acceptance_interval, speedup_interval
+from specdec_core.stats.intervals import verdict as speedup_verdict
 
 from components.render.measures import identical_to_baseline
 

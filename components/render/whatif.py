@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.intervals import describe, speedup_interval, verdict
+from specdec_core.stats.intervals import describe, speedup_interval, verdict
 from specdec_core.policy.costmodel import costs_from_traces
 from specdec_core.policy.roofline import WhatIf, here_id, what_if
 

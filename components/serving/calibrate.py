@@ -33,6 +33,7 @@ from typing import Any
 from specdec_core import SpecConfig, limits
 from specdec_core.config import RECOMMENDED_K_CAP
 from specdec_core.decoding import prices
+from specdec_core.decoding.engine import speculative_generate
 from specdec_core.policy import calibration
 
 from components.serving.pairs import PAIR_FEATURE, PAIR_NGRAM, PAIR_SELF, PAIR_TRAINED, Pair, Pool, resolve_pair
@@ -150,7 +151,7 @@ class StartupCalibration:
                 calibration.calibrate(target.model, job.sizes, pause=let_through)
             else:
                 curve = calibration.calibrate(target.model, max(prices.CAL_K, prices.CAL_TREE_NODES) + 1)
-                prices.drafter_costs(target.model, pair.drafter(), curve, pause=let_through)
+                prices.drafter_costs(target.model, pair.drafter(), curve, speculative_generate, pause=let_through)
         finally:
             if held[0]:
                 lock.release()

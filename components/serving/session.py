@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from specdec_core import SpecConfig, Trace, stream_baseline, stream_speculative
-from specdec_core.intervals import fill_stats
+from specdec_core.stats.intervals import fill_stats
 
 from components.serving.calibrate import run_going, wait_for_calibration
 from components.serving.inputs import prompt_ids

@@ -30,8 +30,8 @@ import torch
 from .heldout import check_sample
 from .measure import RunResult, ours_baseline, ours_speculative
 from ..config import SpecConfig, recommended_config
-from ..coupling import coupling_floor
-from ..intervals import rounds_interval, wilson
+from ..sampling.coupled import coupling_floor
+from ..stats.intervals import rounds_interval, wilson
 from ..trace import Trace
 
 GOAL = 0.8                      # coupled acceptance >= GOAL x standard acceptance

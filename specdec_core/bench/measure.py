@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..config import SpecConfig
-from ..intervals import rounds_interval, verdict
+from ..stats.intervals import rounds_interval, verdict
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 import torch
 from ..config import SpecConfig
-from ..coupling import make_sampler
+from ..sampling.coupled import make_sampler
 from ..sampling import warp_logits
 from ..timing import now_ms
 from ..trace import BaselineResult

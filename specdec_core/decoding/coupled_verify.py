@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
-from ..coupling import coupled_accept_prob, gumbel_argmax, total_variation
+from ..sampling.coupled import coupled_accept_prob, gumbel_argmax, total_variation
 from ..drafters.base import Proposal
 from ..sampling import Warping
 from .verify import Verdict, _index, _top, _to_host, _verify_greedy

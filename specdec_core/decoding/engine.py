@@ -29,7 +29,7 @@ import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
 from ..config import SpecConfig
-from ..coupling import make_sampler
+from ..sampling.coupled import make_sampler
 from ..drafters.base import DraftPolicy, Proposal, outlook_of
 from ..policy.kpolicy import make_k_policy
 from ..policy.roofline import shape_meta
@@ -136,7 +136,7 @@ def _set_up(target: torch.nn.Module, draft: Any, ids: list[int], cfg: SpecConfig
                           **shape_meta(target, drafter), **(meta or {})},
                   prompt=prompt, prompt_ids=list(ids))
     if cfg.k_policy == "cost" and prices is None:   # measured once per process, before the clock starts
-        prices = run_prices(cfg, target, drafter)
+        prices = run_prices(cfg, target, drafter, speculative_generate)
     k_policy = make_k_policy(cfg, target, drafter, prices)
     trace.calibration = k_policy.calibration
     return RunState(drafter=drafter, tgt=tgt, gen=gen, policy=policy,

@@ -32,7 +32,10 @@ from ..config import SpecConfig
 from ..drafters.base import outlook_of
 from ..policy import calibration
 from ..policy.calibration import DraftCosts, Prices, VerifyCurve, model_key
-from ..trace import IterationRecord
+from ..policy.costs import fed_tokens
+from ..trace import IterationRecord, Trace
+
+Generate = Callable[[torch.nn.Module, Any, list[int], SpecConfig], Trace]   # the engine's run (speculative_generate)
 
 CAL_K = 3                 # drafts per iteration in the timed runs
 CAL_TOKENS = 12           # new tokens of each timed run
@@ -124,10 +127,11 @@ def cached_prices(cfg: SpecConfig, target: torch.nn.Module, drafter: Any) -> Pri
     return _prices(cfg, curve, costs, n) if curve is not None and costs is not None else None
 
 
-def run_prices(cfg: SpecConfig, target: torch.nn.Module, drafter: Any,
+def run_prices(cfg: SpecConfig, target: torch.nn.Module, drafter: Any, generate: Generate,
                pause: Callable[[], None] | None = None) -> Prices:
-    """The run's prices, measuring what this process has not yet (``pause``: called between timed rounds and
-    runs). A target that cannot be timed (no KV cache) is priced with a flat curve of 1 ms."""
+    """The run's prices, measuring what this process has not yet (``generate``: the engine's run, which times
+    the drafter; ``pause``: called between timed rounds and runs). A target that cannot be timed (no KV cache) is
+    priced with a flat curve of 1 ms."""
     hit = cached_prices(cfg, target, drafter)
     if hit is not None:
         return hit
@@ -138,11 +142,11 @@ def run_prices(cfg: SpecConfig, target: torch.nn.Module, drafter: Any,
         except (ValueError, RuntimeError, TypeError, AttributeError, NotImplementedError, StopIteration):
             curve = VerifyCurve(model_key(target), (1.0,) * max(n, CAL_K + 1), 0, 0)
             calibration.default_cache().put(curve, target)
-        costs = drafter_costs(target, drafter, curve, pause)
+        costs = drafter_costs(target, drafter, curve, generate, pause)
     return _prices(cfg, curve, costs, n)
 
 
-def drafter_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurve,
+def drafter_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurve, generate: Generate,
                   pause: Callable[[], None] | None = None) -> DraftCosts:
     """The drafter's costs from the cache, else measured (``measure_draft_costs``) and cached; a drafter that
     cannot be timed gets zero costs (``DraftCosts.measured`` False), cached as well."""
@@ -151,7 +155,7 @@ def drafter_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurve,
         if hit is not None:
             return hit
         try:
-            costs = measure_draft_costs(target, drafter, curve, pause)
+            costs = measure_draft_costs(target, drafter, curve, generate, pause)
         except Exception:  # noqa: BLE001 - any drafter may fail here; the run itself then reports its own failure
             costs = DraftCosts(drafter_key(drafter), 0.0, per_token(drafter), measured=False)
         _DRAFT_COSTS.put(target, drafter, costs)
@@ -167,10 +171,10 @@ def calibration_prompt(target: torch.nn.Module, length: int = CAL_PROMPT) -> lis
     return ids + ids[:length // 2]
 
 
-def measure_draft_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurve,
+def measure_draft_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurve, generate: Generate,
                         pause: Callable[[], None] | None = None) -> DraftCosts:
-    """Short engine runs of ``drafter`` (a fresh one) with ``target`` at a fixed K: see the module docstring."""
-    from .engine import speculative_generate
+    """Short runs of ``drafter`` (a fresh one) with ``target`` at a fixed K through ``generate`` (the engine's
+    ``speculative_generate``): see the module docstring."""
     fresh = drafter.fresh if callable(getattr(drafter, "fresh", None)) else (lambda: drafter)
     prompt = calibration_prompt(target)
     tree = hasattr(drafter, "propose_tree")
@@ -180,7 +184,7 @@ def measure_draft_costs(target: torch.nn.Module, drafter: Any, curve: VerifyCurv
             pause()
         cfg = SpecConfig(k=CAL_K, k_policy="fixed", max_new_tokens=tokens, temperature=temperature, seed=0,
                          full_trace=False, tree_nodes=nodes, tree_top_k=CAL_TREE_TOP_K)
-        return speculative_generate(target, fresh(), prompt, cfg).iterations
+        return generate(target, fresh(), prompt, cfg).iterations
 
     run(CAL_WARM_TOKENS, 0.0)
     greedy, sampled = run(CAL_TOKENS, 0.0), run(CAL_TOKENS, 1.0)
@@ -213,7 +217,6 @@ def _median(xs: list[float]) -> float:
 
 def _level(its: list[IterationRecord], curve: VerifyCurve) -> float:
     """How much slower the runs' verifies were than the curve says (the median ratio; 1 without any)."""
-    from ..policy.costs import fed_tokens
     ratios = [it.verify_ms / curve.verify_ms[fed_tokens(it) - 1] for it in its
               if fed_tokens(it) <= len(curve.verify_ms) and curve.verify_ms[fed_tokens(it) - 1] > 0]
     level = _median(ratios)

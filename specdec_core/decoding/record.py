@@ -8,7 +8,7 @@ from typing import Any
 
 from ..drafters.base import Proposal
 from ..drafters.tree import TreeProposal
-from ..intervals import fill_stats
+from ..stats.intervals import fill_stats
 from ..trace import BonusRecord, DraftRecord, IterationRecord, ResampledRecord, Trace, TreeRecord
 from .verify import Top, Verdict
 

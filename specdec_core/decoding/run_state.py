@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..coupling import CoupledSampler, Sampler
+from ..sampling.coupled import CoupledSampler, Sampler
 from ..drafters.base import DraftOutlook, Drafter, DraftPolicy
 from ..policy.kpolicy import KPolicy
 from ..sampling import Warping

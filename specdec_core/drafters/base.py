@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import torch
 
 from ..bugs import NO_BUGS, InjectedBugs
-from ..coupling import Sampler
+from ..sampling.coupled import Sampler
 from ..sampling import sample, warp_logits
 from ..timing import now_ms
 

@@ -32,7 +32,7 @@ from ..policy.costmodel import Costs, acceptance_profile, costs_from_traces, pre
 from ..policy.closed_form import estimate_alpha, speedup
 from .toy import ToyPair, make_toy_pair, next_distributions, overlap
 from ..trace import BaselineResult, Trace
-from ..intervals import Interval, rounds_interval, speedup_interval
+from ..stats.intervals import Interval, rounds_interval, speedup_interval
 
 Progress = Callable[[int, int], None]
 MAX_SWEEP_POINTS = 32

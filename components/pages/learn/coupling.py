@@ -1,6 +1,6 @@
 """Learn, the coupled chapter: same seed, same text? The baseline and two different drafts (the trained
 feature-reading draft and prompt lookup) sample the same prompt with the same seed, first under the standard
-rule, then under the coupled one (noise keyed by seed and position, ``specdec_core.coupling``); the answer is
+rule, then under the coupled one (noise keyed by seed and position, ``specdec_core.sampling.coupled``); the answer is
 whether the three texts match, with the acceptance each rule paid, from those runs.
 """
 from __future__ import annotations

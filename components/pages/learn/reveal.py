@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specdec_core import Trace
-from specdec_core.intervals import Interval, mean_difference, speedup_interval
+from specdec_core.stats.intervals import Interval, mean_difference, speedup_interval
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c, speedup
 from specdec_core.teaching.lab import BIASED_P, CLEAN_P
 from specdec_core.trace import DraftRecord, IterationRecord

@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from specdec_core import SpecConfig
-from specdec_core.intervals import verdict as speedup_verdict
+from specdec_core.stats.intervals import verdict as speedup_verdict
 from specdec_core.limits import MAX_NEW_TOKENS
 from specdec_core.teaching.sweeps import Selection, evaluate_drafts, pool_candidates
 

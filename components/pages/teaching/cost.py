@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specdec_core import Trace
-from specdec_core.intervals import speedup_interval, verdict
+from specdec_core.stats.intervals import speedup_interval, verdict
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 from specdec_core.policy.costmodel import costs_from_traces, predict_speedup, predicted_speedup_curve
 from specdec_core.teaching.sweeps import KSweep

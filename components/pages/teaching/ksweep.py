@@ -17,7 +17,7 @@ import gradio as gr
 from specdec_core import LoadedModel
 from specdec_core.config import DEFAULT_TREE_TOP_K, MAX_TREE_TOP_K
 from specdec_core.drafters.registry import make_drafter
-from specdec_core.intervals import verdict
+from specdec_core.stats.intervals import verdict
 from specdec_core.limits import MAX_NEW_TOKENS
 from specdec_core.teaching.sweeps import KRun, KSweep, k_sweep
 

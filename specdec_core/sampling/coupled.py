@@ -29,8 +29,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from .bugs import NO_BUGS, InjectedBugs
-from .sampling import sample
+from ..bugs import NO_BUGS, InjectedBugs
+from .standard import sample
 
 NOISE_CACHE_ROWS = 66   # rows a coupled sampler keeps: a chain of up to 64 drafts and its bonus, and one spare
 

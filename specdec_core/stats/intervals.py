@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats
 from scipy.stats._result_classes import BinomTestResult   # binomtest's result (scipy.stats' documented class)
 
-from .trace import Trace
+from ..trace import Trace
 
 Z95 = 1.959963984540054           # the normal 97.5 % quantile
 BOOTSTRAP_SAMPLES = 2000

@@ -9,9 +9,9 @@ import json
 import os
 import sys
 
-from . import limits
-from .config import SpecConfig, recommended_config
-from .limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
+from .. import limits
+from ..config import SpecConfig, recommended_config
+from ..limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
 
 
 class Parser(argparse.ArgumentParser):
@@ -86,7 +86,7 @@ def check_args(args: argparse.Namespace) -> SpecConfig:
 
 
 def summary_lines(trace, baseline=None) -> list[str]:
-    from .intervals import acceptance_interval, speedup_interval, verdict
+    from ..stats.intervals import acceptance_interval, speedup_interval, verdict
     st = trace.stats
     c = trace.config
     lo, hi = acceptance_interval(trace)
@@ -159,7 +159,7 @@ DRAFTS = ("feature", "trained", "ngram", "self", "bundled")  # and of --draft
 def check_name(what: str, key: str, names: tuple[str, ...]) -> None:
     """A built-in name, an existing local folder or a hub id (owner/name, checked by ``validate_model_id``;
     whether it exists only loading can tell). Anything else is refused with the choices (ValueError)."""
-    from .models.loading import validate_model_id
+    from ..models.loading import validate_model_id
     if key in names or os.path.isdir(key):
         return
     if key.startswith(("/", ".", "~", os.sep)):
@@ -217,7 +217,7 @@ def check_output(path: str | None, flag: str = "--json") -> None:
 
 def check_pair(target_key: str, draft_key: str) -> None:
     """Refuse bad names and a shipped draft with another target, before anything is loaded (ValueError)."""
-    from .drafters.registry import SHIPPED
+    from ..drafters.registry import SHIPPED
     check_name("target", target_key, TARGETS)
     check_name("draft", draft_key, DRAFTS)
     if draft_key in SHIPPED and target_key != "bundled":
@@ -228,8 +228,8 @@ def check_pair(target_key: str, draft_key: str) -> None:
 def load_pair(target_key: str, draft_key: str, device: str | None = None) -> tuple:
     """(the target as a pool's LoadedModel, a drafter for it) from the CLI's names (see ``--target``, ``--draft``);
     ValueError / RuntimeError / OSError say what is wrong."""
-    from .drafters.registry import make_drafter
-    from .models.pool import ModelPool
+    from ..drafters.registry import make_drafter
+    from ..models.pool import ModelPool
     check_pair(target_key, draft_key)
     pool = ModelPool(allow_local=True, device=device)
     target = pool.get(target_key)
@@ -237,10 +237,10 @@ def load_pair(target_key: str, draft_key: str, device: str | None = None) -> tup
 
 
 def run(args: argparse.Namespace) -> int:
-    from .decoding.baseline import baseline_generate, warm_up
-    from .decoding.engine import speculative_generate
-    from .models.loading import encode_prompt
-    from .intervals import fill_stats
+    from ..decoding.baseline import baseline_generate, warm_up
+    from ..decoding.engine import speculative_generate
+    from ..models.loading import encode_prompt
+    from ..stats.intervals import fill_stats
     if args.draft is None:   # the app's default pair for the bundled target; prompt lookup works with any other
         args.draft = "feature" if args.target == "bundled" else "ngram"
     cfg = check_args(args)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .config import SAMPLERS
+from ..config import SAMPLERS
 
 COUPLED_DRAFT_FIELDS = ("target_token", "coupled_alpha", "tv")   # a draft record's coupled fields, written only when set
 
