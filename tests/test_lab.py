@@ -6,12 +6,11 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
 from conftest import make_tiny_lm
 from specdec_core import InjectedBugs, NGramDrafter
 from specdec_core.teaching.lab import (ExactDistribution, LabSettings, Outcomes, bug_notes, compare,
-    exact_distribution, expected_tv_noise, next_token_probs, outcome_labeler, pooled_chi_square, run_exactness,
+    exact_distribution, expected_tv_noise, next_token_probs, outcome_labeler, run_exactness,
     sample_outcomes)
 from specdec_core.teaching.toy import make_toy_pair
 
@@ -89,21 +88,6 @@ def test_eos_first_token_is_one_terminal_outcome():
 
 
 # --- statistics -----------------------------------------------------------------------------------------
-
-def test_pooled_chi_square_pools_small_bins_like_the_textbook():
-    observed = np.array([50.0, 30.0, 15.0, 3.0, 2.0, 0.0])
-    expected = np.array([48.0, 32.0, 14.0, 3.5, 1.5, 1.0])
-    stat, p, dof = pooled_chi_square(observed, expected)
-    ref = chisquare([50, 30, 15, 5], [48, 32, 14, 6])            # the three small bins pooled into one of 6
-    assert stat == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue) and dof == 3
-
-
-def test_pooled_chi_square_merges_a_too_small_pool_and_handles_a_point_mass():
-    stat, p, dof = pooled_chi_square(np.array([96.0, 2.0, 2.0]), np.array([96.0, 2.0, 2.0]))
-    assert dof == 0 and p is None                                  # 2 + 2 < 5 merged into the one big bin
-    stat, p, dof = pooled_chi_square(np.array([100.0]), np.array([100.0]))
-    assert p is None and dof == 0
-
 
 def test_tv_noise_shrinks_like_one_over_root_n():
     probs = np.array([0.5, 0.3, 0.2])

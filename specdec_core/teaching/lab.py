@@ -32,16 +32,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import chisquare
 
 from ..bugs import NO_BUGS, InjectedBugs
 from ..config import DEFAULT_TREE_TOP_K, SpecConfig
 from ..decoding.engine import stream_speculative
 from ..sampling import warp_logits
+from ..stats.power import pooled_chi_square
 
 MAX_RUNS = 20_000
 SUPPORT_CAP = 32          # two-token mode: first tokens whose continuation is enumerated
-MIN_EXPECTED = 5.0        # chi-square bins with a smaller expected count are pooled
 BIASED_P = 1e-3           # p-value below which the lab calls the sampler biased
 CLEAN_P = 1e-2            # p-value above which it says "no bias detected"
 
@@ -257,31 +256,7 @@ def sample_outcomes(target: torch.nn.Module, draft: Any, ids: list[int], setting
     return out
 
 
-# --- statistics -----------------------------------------------------------------------------------
-
-def pooled_chi_square(observed: np.ndarray, expected: np.ndarray,
-                      min_expected: float = MIN_EXPECTED) -> tuple[float | None, float | None, int]:
-    """Chi-square goodness of fit with every bin of expected count < ``min_expected`` pooled into one
-    (and that pool merged into the smallest kept bin if it is itself too small).
-    Returns (statistic, p-value, degrees of freedom); (None, None, 0) when fewer than two bins remain."""
-    big = expected >= min_expected
-    obs = list(observed[big])
-    exp = list(expected[big])
-    pool_o, pool_e = float(observed[~big].sum()), float(expected[~big].sum())
-    if pool_e > 0:
-        if pool_e >= min_expected or not exp:
-            obs.append(pool_o)
-            exp.append(pool_e)
-        else:
-            j = int(np.argmin(exp))
-            obs[j] += pool_o
-            exp[j] += pool_e
-    if len(exp) < 2:
-        return None, None, 0
-    obs_a, exp_a = np.asarray(obs, dtype=float), np.asarray(exp, dtype=float)
-    res = chisquare(obs_a, exp_a * obs_a.sum() / exp_a.sum())
-    return float(res.statistic), float(res.pvalue), len(exp) - 1
-
+# --- statistics (the pooled chi-square: stats.power) ---------------------------------------------
 
 def expected_tv_noise(probs: np.ndarray, n: int) -> float:
     """Typical TV distance between an exact sampler's empirical frequencies and the truth at n runs:
