@@ -116,6 +116,7 @@ def presenter_replay_at(pg: Any, url: str, iteration: int) -> None:
     pg.get_by_role("tab", name="Replay").click()
     pg.wait_for_selector("#replay-tokens .sd-stream .sd-tok")
     pg.wait_for_selector("#replay-plot-pq .main-svg text")
+    wait_for_figures(pg)                           # the example's first figures all drawn before a key steps it
     pg.click("#replay-note")                       # focus outside any field
     pg.keyboard.press("Home")
     wait_for_anatomy(pg, 1)      # a step still on its way would move the slider back after the next key
@@ -129,7 +130,8 @@ def wait_for_anatomy(pg: Any, iteration: int) -> None:
     """Until the Replay tab's anatomy figure (drawn last for a step) shows ``iteration``: "Anatomy of iteration
     N — step …", or just "Anatomy of iteration N" for one that drafted nothing."""
     pg.wait_for_function(f"() => /^Anatomy of iteration {iteration}( —|$)/.test("
-                         "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')")
+                         "document.querySelector('#replay-plot-anatomy .js-plotly-plot')?.layout?.title?.text || '')",
+                         timeout=60_000)
 
 
 # The Learn tab: the chapter on screen (playwright's selector, and the same in the page's JavaScript).
