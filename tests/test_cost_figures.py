@@ -111,5 +111,3 @@ def test_cost_ui_handlers():
     assert "Measured speedup: can't tell yet — run more tokens: ×1.00 (95 % CI" in md   # a hand trace: few iterations
     assert CU.cost_point(None, 6) is None and CU.cost_point({"bad": 1}, 6) is None
     assert len(CU.time_figure(None).data) == 0 and "Run a prompt" in CU.cpu_note_md(None)
-    fig = CU.rerender_ksweep(_sweep(), CU.VERIFY_FLAT)
-    assert any(t.name == "calibrated, flat verify (GPU-like)" for t in fig.data)

@@ -18,7 +18,8 @@ from specdec_core.decoding.coupled_verify import verify_coupled
 from specdec_core.decoding.tree_verify import verify_tree
 from specdec_core.decoding.verify import verify
 from specdec_core.drafters.base import DraftPolicy, Proposal
-from specdec_core.drafters.tree import TreeProposal, chain_parents
+from specdec_core.drafters.tree import TreeProposal
+from tests.tree_helpers import chain_parents
 from specdec_core.drafters.tree_build import grow_tree
 from specdec_core.sampling import Warping, sample, warp_logits
 from specdec_core.trace import sampler_of

@@ -10,7 +10,6 @@ from specdec_core import (ModelDrafter, NGramDrafter, SpecConfig, Trace, baselin
                           stream_baseline, stream_speculative)
 from specdec_core.decoding.record import RunningText, cut_at_eos, new_records
 from specdec_core.decoding.verify import Verdict
-from specdec_core.drafters.ngram import lookup_ngram
 
 VOCAB = 32
 
@@ -230,12 +229,15 @@ def test_json_round_trip(lms):
 
 
 def test_ngram_lookup():
-    import numpy as np
-    ids = np.array([5, 6, 7, 8, 1, 5, 6, 9, 2, 5, 6])
-    assert lookup_ngram(ids, 3, max_ngram=3) == [9, 2, 5]     # most recent "5 6" wins
-    assert lookup_ngram(np.array([1, 2, 3, 4]), 3, max_ngram=3) == []
-    assert lookup_ngram(np.array([1, 2, 3, 2]), 5, max_ngram=2) == [3, 2]   # falls back to the 1-gram "2"
-    assert lookup_ngram(np.array([4, 4]), 2, max_ngram=3) == [4]
+    from specdec_core.drafters.base import DraftPolicy
+    policy = DraftPolicy(0.0, 0, 1.0, None)
+
+    def lookup(ids: list[int], k: int, max_ngram: int) -> list[int]:
+        return NGramDrafter(max_ngram).propose(ids, k, policy).tokens
+    assert lookup([5, 6, 7, 8, 1, 5, 6, 9, 2, 5, 6], 3, max_ngram=3) == [9, 2, 5]     # most recent "5 6" wins
+    assert lookup([1, 2, 3, 4], 3, max_ngram=3) == []
+    assert lookup([1, 2, 3, 2], 5, max_ngram=2) == [3, 2]   # falls back to the 1-gram "2"
+    assert lookup([4, 4], 2, max_ngram=3) == [4]
 
 
 def test_ngram_says_why_it_offers_fewer_than_k():

@@ -183,13 +183,11 @@ def test_bench_aggregate_has_an_interval_over_prompts():
 
 
 def test_the_interval_of_a_difference():
-    """Newcombe's hybrid score interval of two rates (wider than either rate's own) and Welch's t interval of two
-    means (scipy's ttest_ind(equal_var=False)); a constant sample on both sides has no spread."""
+    """Welch's t interval of two means (scipy's ttest_ind(equal_var=False)); a constant sample on both sides has
+    no spread."""
     from scipy import stats
 
-    from specdec_core.stats.intervals import mean_difference, rate_difference
-    d, lo, hi = rate_difference(30, 50, 20, 50)
-    assert d == pytest.approx(0.2) and lo == pytest.approx(0.0046, abs=1e-3) and hi == pytest.approx(0.3752, abs=1e-3)
+    from specdec_core.stats.intervals import mean_difference
     a, b = [1.0, 2.0, 3.0, 4.5], [2.0, 3.0, 4.0, 5.0, 6.5]
     ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
     assert mean_difference(a, b) == pytest.approx((-1.475, ci.low, ci.high))

@@ -148,7 +148,6 @@ def test_theory_with_and_without_a_run():
     assert any(t.name == "calibrated prediction for your run" for t in curves.data)   # the cost model's curve
     flat = tab_theory.update_theory(3, 0.2, trace.to_dict(), "flat (GPU-like)")[1]
     assert any(t.name == "calibrated prediction, flat verify" for t in flat.data)
-    assert tab_theory.measured_point({"schema": "bogus"}) is None
     with pytest.raises(gr.Error, match="K must be between"):
         tab_theory.update_theory(0, 0.1, None)
 

@@ -13,7 +13,8 @@ from specdec_core.drafters.base import DraftPolicy
 from specdec_core.drafters.feature import FeatureDraft, FeatureDrafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.ngram import NGramDrafter, find_matches, lookup_tree
-from specdec_core.drafters.tree import check_tree, children, depths, path_to
+from specdec_core.drafters.tree import check_tree, children, depths
+from tests.tree_helpers import path_to
 from specdec_core.drafters.tree_build import best_subtree, grow_tree
 from specdec_core.sampling import warp_logits
 from tests.conftest import make_tiny_lm

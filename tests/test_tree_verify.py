@@ -21,7 +21,8 @@ from specdec_core.bugs import NO_BUGS, InjectedBugs
 from specdec_core.decoding.tree_verify import _recursive_tables, decide_tree, rule_for, verify_tree
 from specdec_core.decoding.verify import verify
 from specdec_core.drafters.base import Proposal
-from specdec_core.drafters.tree import TreeProposal, chain_parents, children, path_to
+from specdec_core.drafters.tree import TreeProposal, children
+from tests.tree_helpers import chain_parents, path_to
 from specdec_core.sampling import Warping, sample, warp_logits
 from tests.test_verify import _table, gap, target_law
 

@@ -10,6 +10,20 @@ from specdec_core.drafters.tree import TreeProposal
 from specdec_core.sampling import sample, warp_logits
 
 
+def path_to(parents: list[int], node: int) -> list[int]:
+    """Node indices from the root's child down to ``node`` (empty for the root, -1)."""
+    out = []
+    while node >= 0:
+        out.append(node)
+        node = parents[node]
+    return out[::-1]
+
+
+def chain_parents(k: int) -> list[int]:
+    """The parents of a chain of k drafts: [-1, 0, 1, …, k-2]."""
+    return list(range(-1, k - 1))
+
+
 class TreeTestDrafter:
     name = "tree-test"
 

@@ -170,19 +170,3 @@ def prune_exports(folder: str, max_age_s: float = EXPORT_MAX_AGE_S, max_bytes: i
             pass
         total -= size
     return removed
-
-
-def folder_usage(folder: str, prefix: str = "specdec-trace-") -> tuple[int, int]:
-    """(files, bytes) of exported traces in ``folder``."""
-    n = size = 0
-    try:
-        for entry in os.scandir(folder):
-            if entry.name.startswith(prefix):
-                try:
-                    size += entry.stat().st_size
-                    n += 1
-                except OSError:
-                    pass
-    except OSError:
-        pass
-    return n, size

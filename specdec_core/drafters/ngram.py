@@ -177,11 +177,3 @@ def _top_children(parents: list[int], weight: list[float], top_k: int) -> list[i
         else:
             keep.append(i)
     return keep
-
-
-def lookup_ngram(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> list[int]:
-    """Up to k tokens of prompt lookup's continuation (``find_match``)."""
-    if k <= 0:
-        return []
-    m = find_match(ids, max_ngram, min_ngram)
-    return ids[m.start:m.start + k].tolist() if m.length else []

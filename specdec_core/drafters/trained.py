@@ -230,12 +230,3 @@ def trained_draft_for(target: torch.nn.Module) -> torch.nn.Module:
     if target not in _LOADED:
         _LOADED[target] = load_bundled_draft(target)
     return _LOADED[target]
-
-
-def draft_card(folder: str = ASSET_DIR) -> dict | None:
-    """The shipped draft's card (how it was made, what it measured), or None when absent."""
-    try:
-        with open(os.path.join(folder, CARD)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None

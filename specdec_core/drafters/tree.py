@@ -59,17 +59,3 @@ def depths(parents: list[int]) -> list[int]:
 def children(parents: list[int], node: int) -> list[int]:
     """The children of ``node`` (-1 = the root), in proposal order."""
     return [i for i, p in enumerate(parents) if p == node]
-
-
-def path_to(parents: list[int], node: int) -> list[int]:
-    """Node indices from the root's child down to ``node`` (empty for the root, -1)."""
-    out = []
-    while node >= 0:
-        out.append(node)
-        node = parents[node]
-    return out[::-1]
-
-
-def chain_parents(k: int) -> list[int]:
-    """The parents of a chain of k drafts: [-1, 0, 1, …, k-2]."""
-    return list(range(-1, k - 1))

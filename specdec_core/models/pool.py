@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from . import loading as models
-from .loading import (BUNDLED_NAME, Preset, load_bundled_model, load_model, pick_device,
+from .loading import (BUNDLED_NAME, load_bundled_model, load_model, pick_device,
     pick_dtype)
 
 @dataclass
@@ -48,12 +48,6 @@ PARAMS_M: dict[str, float] = {
     "HuggingFaceTB/SmolLM2-360M-Instruct": 361.8, "HuggingFaceTB/SmolLM2-1.7B-Instruct": 1711.4,
     "Qwen/Qwen2.5-0.5B-Instruct": 494.0, "Qwen/Qwen2.5-1.5B-Instruct": 1543.7,
 }
-
-
-def preset_size_gb(preset: Preset, dtype: torch.dtype = torch.float32) -> float:
-    """Weights of a preset's draft + target in memory at ``dtype`` (fp32 on CPU), in GB."""
-    per = torch.empty((), dtype=dtype).element_size()
-    return sum(PARAMS_M[k] for k in (preset.draft, preset.target)) * 1e6 * per / 1e9
 
 
 def max_model_bytes(env: dict[str, str] | None = None) -> int:
@@ -266,10 +260,6 @@ class ModelPool:
     def loading(self) -> list[str]:
         with self._guard:
             return list(self._loading)
-
-    def used_bytes(self) -> int:
-        with self._guard:
-            return sum(m.nbytes for m in self._models.values())
 
     # -- internals ---------------------------------------------------------------------------------------
     def _touch(self, key: str) -> LoadedModel:

@@ -73,18 +73,6 @@ class Interval:
         return [self.low, self.high]
 
 
-def rate_difference(successes_a: int, trials_a: int, successes_b: int, trials_b: int) -> tuple[float, float, float]:
-    """(a − b, low, high): the difference of two rates with its 95 % interval, Newcombe's hybrid score interval
-    built from the two Wilson intervals (wider than either rate's own, as the interval of a difference is)."""
-    if trials_a <= 0 or trials_b <= 0:
-        raise ValueError("each rate needs at least one trial")
-    pa, pb = successes_a / trials_a, successes_b / trials_b
-    la, ua = wilson(successes_a, trials_a)
-    lb, ub = wilson(successes_b, trials_b)
-    d = pa - pb
-    return d, d - math.hypot(pa - la, ub - pb), d + math.hypot(ua - pa, pb - lb)
-
-
 def mean_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """(mean(a) − mean(b), low, high): Welch's 95 % t interval of a difference of two means (the t quantile at
     the Welch–Satterthwaite degrees of freedom, scipy's); needs two values on each side. A side with no spread

@@ -14,11 +14,10 @@ from specdec_core import Trace
 from specdec_core.stats.intervals import speedup_interval, verdict
 from specdec_core.policy.closed_form import estimate_alpha, estimate_c
 from specdec_core.policy.costmodel import costs_from_traces, predict_speedup, predicted_speedup_curve
-from specdec_core.teaching.sweeps import KSweep
 
 from components.render.base import empty_figure
 from components.render.cost import time_split_figure
-from components.render.lab import MeasuredPoint, ksweep_figure
+from components.render.lab import MeasuredPoint
 from components.render.measures import measured_speedup
 
 VERIFY_MEASURED = "measured on this device"
@@ -99,11 +98,6 @@ def cpu_note_md(trace_dict: dict | None) -> str:
 def update_cost_view(trace_dict: dict | None, verify: Any) -> tuple[go.Figure, str]:
     """(where-the-time-went figure, explanation) for the Theory tab."""
     return time_figure(trace_dict, verify), cpu_note_md(trace_dict)
-
-
-def rerender_ksweep(sweep: KSweep | None, verify: Any) -> go.Figure:
-    """The K sweep figure again with the other verify curve (no re-run)."""
-    return ksweep_figure(sweep, flat=is_flat(verify))
 
 
 def build_cost_view(latest_trace: Any, triggers: Sequence[Any]) -> Any:

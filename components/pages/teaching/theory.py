@@ -13,37 +13,18 @@ from typing import Any
 
 import gradio as gr
 
-from specdec_core import Trace
-from specdec_core.policy.closed_form import (approximate_speedup, break_even_alpha, estimate_alpha, estimate_c,
-                                             optimal_k, speedup)
+from specdec_core.policy.closed_form import (approximate_speedup, break_even_alpha, optimal_k, speedup)
 
 from components.pages.context import AppContext
 from components.pages.teaching.cost import VERIFY_MEASURED, build_cost_view, cost_point
 from components.pages.teaching.whatif import build_whatif_view
 from components.render.lab import MeasuredPoint, formula_figure, speedup_heatmap, speedup_vs_k_figure
-from components.render.measures import measured_speedup
 from components.serving.inputs import as_float, as_int
 
 # --- theory ---------------------------------------------------------------------------------------
 THEORY_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 THEORY_K_MAX = 16
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
-
-
-def measured_point(trace_dict: dict | None) -> MeasuredPoint | None:
-    """The Live tab's latest run as (K, alpha-hat, c-hat, measured speedup), or None if there is none
-    (or it has no drafts to estimate from)."""
-    if not trace_dict:
-        return None
-    try:
-        trace = Trace.from_dict(trace_dict)
-    except ValueError:
-        return None
-    alpha, c = estimate_alpha(trace), estimate_c(trace)
-    if alpha is None or c is None:
-        return None
-    return MeasuredPoint(int(trace.config.get("k", 1)), min(max(alpha, 0.0), 1.0), max(c, 0.0),
-                         measured_speedup(trace))
 
 
 def theory_md(k: int, c: float, point: MeasuredPoint | None) -> str:
