@@ -29,15 +29,23 @@ class InjectedBugs:
     # absolute position. Every position still gets fresh noise, so the output stays exact, but the text now
     # depends on where iterations were cut (the drafter, K, the K policy): drafter invariance is lost.
     coupled_noise_by_iteration: bool = False
+    # A batch: cut every row's target cache with one length, the first row's (what a single ``cache.crop`` over
+    # the batch does), while each row goes on as if it kept its own. The longer rows then read a shortened,
+    # shifted context: their distributions change.
+    batch_one_crop: bool = False
+    # A batch: every row verifies with the first row's random stream (the same uniforms, the same draws). Each
+    # row alone stays exact; rows with the same context become correlated (their joint law is not the product).
+    batch_shared_uniforms: bool = False
 
     @property
     def any(self) -> bool:
         return (self.resample_from_p or self.greedy_draft_ratio_rule or self.drop_bonus or self.topk_ratio_rule
-                or self.coupled_noise_by_iteration or self.draft_temperature is not None)
+                or self.coupled_noise_by_iteration or self.batch_one_crop or self.batch_shared_uniforms
+                or self.draft_temperature is not None)
 
     def names(self) -> list[str]:
         on = [n for n in ("resample_from_p", "greedy_draft_ratio_rule", "drop_bonus", "topk_ratio_rule",
-                          "coupled_noise_by_iteration") if getattr(self, n)]
+                          "coupled_noise_by_iteration", "batch_one_crop", "batch_shared_uniforms") if getattr(self, n)]
         if self.draft_temperature is not None:
             on.append(f"draft_temperature={self.draft_temperature:g}")
         return on

@@ -21,6 +21,7 @@ MAX_TOP_K = 1_000_000
 MAX_CONFIDENCE_STOP = 0.95
 MAX_TREE_NODES = 32           # drafted nodes of a token tree per iteration
 MAX_TREE_TOP_K = 8            # a tree's children per node
+MAX_BATCH = 16                # sequences decoded together (a batched run's rows)
 MAX_TRACE_BYTES = 5 * 1024 * 1024   # an uploaded or posted trace
 SHOWN_CHARS = 80              # a refused value is quoted up to this many characters
 K_POLICIES = ("fixed", "heuristic", "cost")   # how K is chosen each iteration (``policy.kpolicy``)
@@ -105,6 +106,10 @@ def check_tree_top_k(value: Any) -> int:
     return whole("tree top-k (children per node)", value, 1, MAX_TREE_TOP_K)
 
 
+def check_batch(value: Any) -> int:
+    return whole("batch size", value, 1, MAX_BATCH, {1: "one sequence"})
+
+
 def check_sampler(value: Any) -> str:
     if not isinstance(value, str) or value not in SAMPLERS:
         raise InputError(f"sampler must be one of {', '.join(SAMPLERS)}, got {shown(value)}")
@@ -147,6 +152,18 @@ def check_context(prompt_tokens: int, max_new_tokens: int, context: int | None) 
                      f"model's context of {context} tokens.")     # (more than one: the prompt alone fits)
 
 
+def check_batch_context(prompt_tokens: list[int], max_new_tokens: int, context: int | None) -> None:
+    """Refuse a batch any of whose rows (prompt tokens given per row), with the new tokens asked for, does not
+    fit the target's context; the message names the row (1-based) when there is more than one."""
+    for i, n in enumerate(prompt_tokens, 1):
+        try:
+            check_context(n, max_new_tokens, context)
+        except InputError as e:
+            if len(prompt_tokens) == 1:
+                raise
+            raise InputError(f"Row {i} of the batch: {e}") from None
+
+
 def check_run(*, k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens: Any, seed: Any,
               confidence_stop: Any, tree_nodes: Any, tree_top_k: Any, sampler: Any = "standard") -> dict[str, Any]:
     """A run's numeric settings, checked in one order everywhere; returns them as clean Python values (the
@@ -162,5 +179,5 @@ __all__ = ["InputError", "MAX_PROMPT_CHARS", "MAX_SEED", "MAX_K", "MAX_NEW_TOKEN
            "MAX_CONFIDENCE_STOP", "MAX_TREE_NODES", "MAX_TREE_TOP_K", "MAX_TRACE_BYTES", "shown", "whole",
            "number", "check_k", "check_temperature", "check_top_k", "check_top_p",
            "check_max_new_tokens", "check_seed", "check_confidence_stop", "check_tree_nodes", "check_tree_top_k",
-           "check_sampler", "K_POLICIES", "SAMPLERS",
+           "check_sampler", "K_POLICIES", "SAMPLERS", "MAX_BATCH", "check_batch", "check_batch_context",
            "check_prompt", "check_run", "context_length", "check_context"]

@@ -39,7 +39,8 @@ from ..trace import Trace
 from .coupled_verify import verify_coupled
 from .prices import run_prices
 from .proposal_check import checked_proposal
-from .record import RunningText, Step, add_iteration, cut_at_eos, new_records, timed_iteration, token_texts
+from .record import (RunningText, Step, add_iteration, cut_at_eos, finish_reason, new_records, timed_iteration,
+    token_texts)
 from .run_state import RunState
 from .target import TargetModel, _resolve_eos, as_drafter, normalize_input_ids
 from .tree_step import tree_step
@@ -77,7 +78,7 @@ def stream_speculative(target: torch.nn.Module, draft: Any, input_ids: Any, cfg:
             add_iteration(trace, it, step.n_accepted, step.prop.forwards, tgt.forwards, t_end - t_run)
             r.k_policy.observe(it)
             ids = ids + step.emitted
-            done = _finish_reason(step.emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
+            done = finish_reason(step.emitted, r.eos, len(ids) - prompt_len, cfg.max_new_tokens)
             if done:
                 trace.finish_reason = done
                 trace.text = r.running_text.final(trace.new_token_ids)
@@ -167,12 +168,6 @@ def _prefill(r: RunState, ids: list[int]) -> None:
         if r.reads_features:
             r.drafter.observe_features(r.tgt.features_from, r.tgt.features)
     st.target_forwards = r.tgt.forwards
-
-
-def _finish_reason(emitted: list[int], eos: int | None, n_new: int, max_new_tokens: int) -> str:
-    if eos is not None and emitted and emitted[-1] == eos:
-        return "eos"
-    return "length" if n_new >= max_new_tokens else ""
 
 
 def speculative_generate(target: torch.nn.Module, draft: Any, input_ids: Any, cfg: SpecConfig,

@@ -31,6 +31,13 @@ def cut_at_eos(emitted: list[int], eos: int | None) -> list[int]:
     return emitted[: emitted.index(eos) + 1] if (eos is not None and eos in emitted) else emitted
 
 
+def finish_reason(emitted: list[int], eos: int | None, n_new: int, max_new_tokens: int) -> str:
+    """Why a run (or a batch's row) ends after emitting ``emitted``: "eos", "length", or "" to go on."""
+    if eos is not None and emitted and emitted[-1] == eos:
+        return "eos"
+    return "length" if n_new >= max_new_tokens else ""
+
+
 def new_records(verdict: Verdict, drafts: list[int], emitted: list[int], text: Callable[[int], str],
                 show: bool) -> tuple[list[DraftRecord], ResampledRecord | None, BonusRecord | None]:
     """The drafts' records (untested after the first rejection), and the resampled or bonus token's record

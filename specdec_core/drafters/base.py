@@ -158,43 +158,67 @@ def chain_confidence(chain: float, logits: torch.Tensor) -> float:
     return chain * float(logits.float().softmax(-1).max())
 
 
-def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
-                        device: torch.device, t0: float | None = None) -> Proposal:
-    """Up to k drafts, one ``step(i, previous_token)`` each (it returns the (V,) draft logits; the previous
-    token is None for the first). Stops after EOS, and after a draft whose ``chain_confidence`` is below
-    ``policy.confidence_stop``: that draft is still offered (its forward has run, and verifying one more
-    token costs little), the next ones are not drafted. As transformers' assistant confidence threshold
-    does. ``t0``: when the first step's clock started, if earlier."""
-    tokens: list[torch.Tensor] = []
-    qs, raws, times = [], [], []
-    prev = None
-    chain = 1.0
-    stop = ""
-    for i in range(k):
-        t_start = t0 if (i == 0 and t0 is not None) else now_ms(device)
-        logits = step(i, prev)
+class DraftChain:
+    """One sequence's drafts as they are drawn, one step at a time (``add``): the tokens, the warped q each was
+    drawn from, the draft's logits (display) and each step's ms (``times``, the caller's clock). Done after k
+    drafts, after EOS, or after a draft whose ``chain_confidence`` is below ``policy.confidence_stop``: that
+    draft is still offered (its forward has run, and verifying one more token costs little), the next ones are
+    not drafted, as transformers' assistant confidence threshold does. ``proposal_from_steps`` drives one chain;
+    a batch drives one per row with a forward per step for all of them (``batch.drafters``)."""
+
+    def __init__(self, k: int, policy: DraftPolicy) -> None:
+        self.k, self.policy = k, policy
+        self.tokens: list[torch.Tensor] = []
+        self.qs: list[torch.Tensor] = []
+        self.raws: list[torch.Tensor] = []
+        self.times: list[float] = []
+        self.confidence = 1.0
+        self.stop = ""
+        self.done = k <= 0
+
+    def add(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draw the next draft from the draft's (V,) ``logits`` and record it; returns the token."""
+        policy, i = self.policy, len(self.tokens)
         tok, q = draw_draft_token(logits, policy, i)
         if q is not None:
-            qs.append(q)
-        times.append(now_ms(device) - t_start)
-        tokens.append(tok)
-        raws.append(logits)
-        prev = tok
+            self.qs.append(q)
+        self.tokens.append(tok)
+        self.raws.append(logits)
+        last = i == self.k - 1
         if policy.eos_token_id is not None and int(tok) == policy.eos_token_id:
-            stop = "the draft drew the end-of-sequence token" if i < k - 1 else ""
-            break
-        if policy.confidence_stop > 0 and i < k - 1:
-            chain = chain_confidence(chain, logits)
-            if chain < policy.confidence_stop:
+            self.stop = "" if last else "the draft drew the end-of-sequence token"
+            self.done = True
+        elif policy.confidence_stop > 0 and not last:
+            self.confidence = chain_confidence(self.confidence, logits)
+            if self.confidence < policy.confidence_stop:
                 which = "draft 1 is" if i == 0 else f"drafts 1–{i + 1} are all"
-                stop = (f"the draft's confidence that {which} accepted, {chain:.2f}, fell below the confidence "
-                        f"stop {policy.confidence_stop:g}")
-                break
-    if not tokens:                                   # k <= 0
-        return Proposal([], None)
-    draft_probs = torch.stack(qs) if qs else None
-    raw = None
-    if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
-        plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
-        raw = draft_probs if (plain and draft_probs is not None) else torch.stack(raws).float().softmax(-1)
-    return Proposal(torch.stack(tokens).tolist(), draft_probs, raw, times, len(times), stop=stop)
+                self.stop = (f"the draft's confidence that {which} accepted, {self.confidence:.2f}, fell below the "
+                             f"confidence stop {policy.confidence_stop:g}")
+                self.done = True
+        self.done = self.done or last
+        return tok
+
+    def proposal(self) -> Proposal:
+        if not self.tokens:                          # k <= 0
+            return Proposal([], None)
+        policy = self.policy
+        draft_probs = torch.stack(self.qs) if self.qs else None
+        raw = None
+        if policy.raw_probs:  # at temperature 1 without top-k/top-p, q already is the plain softmax
+            plain = policy.temperature == 1 and policy.top_k == 0 and policy.top_p >= 1.0
+            raw = draft_probs if (plain and draft_probs is not None) else torch.stack(self.raws).float().softmax(-1)
+        return Proposal(torch.stack(self.tokens).tolist(), draft_probs, raw, self.times, len(self.times),
+                        stop=self.stop)
+
+
+def proposal_from_steps(step: Callable[[int, torch.Tensor | None], torch.Tensor], k: int, policy: DraftPolicy,
+                        device: torch.device, t0: float | None = None) -> Proposal:
+    """Up to k drafts (``DraftChain``), one ``step(i, previous_token)`` each (it returns the (V,) draft logits;
+    the previous token is None for the first). ``t0``: when the first step's clock started, if earlier."""
+    chain = DraftChain(k, policy)
+    prev = None
+    while not chain.done:
+        t_start = t0 if (not chain.tokens and t0 is not None) else now_ms(device)
+        prev = chain.add(step(len(chain.tokens), prev))
+        chain.times.append(now_ms(device) - t_start)
+    return chain.proposal()

@@ -1,5 +1,6 @@
-"""The Trace itself: one run, written to and read from a plain dict ("specdec-trace/1", DESIGN.md §4).
-``Trace.from_dict`` is the gate for untrusted files (uploads): it raises ValueError naming the first problem."""
+"""The Trace itself: one run, written to and read from a plain dict ("specdec-trace/1", DESIGN.md §4; a batched
+run, "specdec-trace/2": the first row's trace with a ``batch``, ``batch.py``). ``Trace.from_dict`` is the gate for
+untrusted files (uploads): it raises ValueError naming the first problem."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config import MAX_K
+from .batch import SCHEMA_BATCH, BatchRecord, parse_batch
 from .checks import _dict, _fail, _get, _nonneg, _parse_iteration, _token_list
 from .records import MAX_ITERATIONS, MAX_REASON, MAX_TOKENS, OPTIONAL_STATS, SCHEMA, BaselineResult, \
     IterationRecord, Stats
@@ -27,9 +29,18 @@ class Trace:
     schema: str = SCHEMA
     calibration: dict | None = None  # {"verify_ms": [t(1), t(2), ...], "context": int, ...}: the target's
                                      # measured verify curve, when one was at hand (calibration.VerifyCurve)
+    batch: BatchRecord | None = None  # a batched run: the other rows, the shared forwards, the pooled figures
+
+    def rows(self) -> list["Trace"]:
+        """Every row of the run: this trace, then a batch's other rows."""
+        return [self] + (self.batch.rows if self.batch is not None else [])
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if self.batch is None:
+            del d["batch"]
+        else:
+            d["batch"], d["schema"] = self.batch.to_dict(), SCHEMA_BATCH
         if self.baseline is None:
             del d["baseline"]
         if self.calibration is None:
@@ -52,8 +63,13 @@ class Trace:
 
 def _parse_trace(d: Any) -> Trace:
     d = _dict(d, "trace")
-    if d.get("schema") != SCHEMA:
-        _fail("schema", f"expected '{SCHEMA}', got {d.get('schema')!r}")
+    if d.get("schema") not in (SCHEMA, SCHEMA_BATCH):
+        _fail("schema", f"expected '{SCHEMA}' or '{SCHEMA_BATCH}', got {d.get('schema')!r}")
+    batch = None
+    if d["schema"] == SCHEMA_BATCH:
+        batch = parse_batch(_get(d, "batch", "trace", dict), _parse_row)
+    elif "batch" in d:
+        _fail("batch", f"a batch needs the schema '{SCHEMA_BATCH}'")
     config = _get(d, "config", "trace", dict)
     for key, kind in (("k", int), ("temperature", float), ("max_new_tokens", int)):
         _get(config, key, "config", kind)
@@ -108,7 +124,12 @@ def _parse_trace(d: Any) -> Trace:
                  prompt_ids=_token_list(_get(d, "prompt_ids", "trace", list), "prompt_ids"),
                  iterations=iterations, new_token_ids=new_ids, text=_get(d, "text", "trace", str),
                  stats=stats, baseline=baseline, finish_reason=finish,
-                 calibration=_parse_calibration(_get(d, "calibration", "trace", dict, optional=True)))
+                 calibration=_parse_calibration(_get(d, "calibration", "trace", dict, optional=True)), batch=batch)
+
+
+def _parse_row(d: Any) -> Trace:
+    """One row of a batch: a trace of its own, without a batch."""
+    return _parse_trace(d)
 
 
 def _parse_calibration(c: dict | None) -> dict | None:

@@ -1,0 +1,120 @@
+"""A batch's prices (``policy.batch_cost.BatchPrices``), measured once per process per (target, drafter, K cap,
+greedy or sampling) and fixed for every run after, as a single run's are (``decoding.prices``).
+
+On a synthetic context of ``CONTEXT`` tokens per row (random tokens, then their first half again, so prompt lookup
+finds matches), at each batch size of ``BATCH_SIZES``:
+ - the verify: one target forward over B rows × w tokens each, for the widths w = 1 … K cap + 1 of
+   ``price_widths`` (the least of ``REPS`` timings each);
+ - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
+ - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
+   short fixed-K batched run and a short batched baseline at that size.
+A first, untimed forward of each size is a warm-up.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+from typing import Any
+
+import torch
+
+from ..config import SpecConfig
+from ..decoding.prices import drafter_key, per_token
+from ..drafters.base import DraftPolicy
+from ..policy.batch_cost import BatchPrices
+from ..policy.calibration import model_key
+from ..timing import now_ms
+from .drafters import batch_drafter
+
+BATCH_SIZES = (1, 2, 4, 8, 16)
+CONTEXT = 64            # tokens each row holds while its forwards are timed
+REPS = 3                # timings per (size, width); the least is kept
+RUN_TOKENS = 8          # new tokens of the short runs the host time is read off
+RUN_K = 2
+
+_CACHE: dict[tuple, BatchPrices] = {}
+_LOCK = threading.Lock()
+
+
+def price_widths(k_cap: int) -> tuple[int, ...]:
+    """The tokens per row a verify is timed at: every width up to 5, then every other, and the cap's K + 1."""
+    top = k_cap + 1
+    return tuple(sorted({w for w in (1, 2, 3, 4, 5, 7, 9, 11, 13, 15, 17) if w <= top} | {top}))
+
+
+def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
+    """A synthetic context: n // 2 + n % 2 random tokens, then their first half again."""
+    rng = random.Random(seed)
+    head = [rng.randrange(100, min(vocab_size, 30_000)) for _ in range(n - n // 2)]
+    return head + head[:n // 2]
+
+
+def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
+                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use."""
+    key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
+    with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
+        if key not in _CACHE:
+            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes)
+        return _CACHE[key]
+
+
+def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
+                         sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+    from .baseline import batch_baseline
+    from .engine import batch_generate
+    from .target import BatchTarget
+    device = next(target.parameters()).device
+    ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
+    widths = price_widths(cfg.k)
+    run_cfg = SpecConfig(k=RUN_K, k_policy="fixed", temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                         max_new_tokens=RUN_TOKENS, full_trace=False)
+    verify, draft, overhead, base_overhead = [], [], [], []
+    for b in sizes:
+        tgt = BatchTarget(target, b)
+        tgt.forward([ids] * b, logits=False)
+        row = []
+        for w in (widths[0], *widths):       # the first is an untimed warm-up
+            times = []
+            for _ in range(REPS):
+                t0 = now_ms(device)
+                tgt.forward([ids] * b, [ids[:w]] * b)
+                times.append(now_ms(device) - t0)
+                tgt.rollback([len(ids)] * b)
+            row.append(min(times))
+        verify.append(tuple(row[1:]))
+        draft.append(_draft_step_ms(target, drafter, ids, b, device))
+        trace = batch_generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
+        steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
+        base_overhead.append(max(0.0, statistics.median(steps) - row[1]))
+    return BatchPrices(tuple(sizes), widths, tuple(verify), tuple(draft), per_token(drafter), tuple(overhead),
+                       tuple(base_overhead), device=str(device))
+
+
+def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device) -> float:
+    """One batched draft step over b rows after the context, feeding each row the last two tokens as a step after
+    a verify does (the least of ``REPS``); prompt lookup: the rows' lookups."""
+    from .target import BatchTarget
+    bd = batch_drafter(drafter)
+    bd.start([ids] * b)
+    feats = []
+    if bd.reads_features:                     # the feature draft reads the target's features of the context
+        tgt = BatchTarget(target, b, keep_features=True)
+        tgt.forward([ids] * b, logits=False)
+        feats = tgt.features
+
+    def observe() -> None:
+        for j, f in enumerate(feats):
+            bd.observe_features(j, 0, f)
+    policies = [DraftPolicy(0.0, 0, 1.0, None, raw_probs=False)] * b
+    observe()
+    bd.propose([ids[:-1]] * b, [1] * b, policies)     # fills the caches with the context: not a step's price
+    times = []
+    for _ in range(REPS):
+        bd.rollback([len(ids) - 2] * b)
+        observe()
+        out = bd.propose([ids] * b, [1] * b, policies)
+        times.append(out.step_ms[0] if out.step_ms else 0.0)
+    return min(times)

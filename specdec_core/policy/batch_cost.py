@@ -1,0 +1,169 @@
+"""The cost model with a batch size B: why speculation stops paying on a busy server.
+
+At batch size B one iteration verifies B × (K + 1) tokens in one target forward and runs each draft step over B
+rows. While the forward is bound by reading the weights (a GPU at small B), the extra tokens are nearly free and
+drafts pay; once it is bound by arithmetic (a CPU early, a GPU at large B), a verify of B × (K + 1) tokens costs
+about K + 1 plain decode steps of the batch, and the drafts' tokens no longer come for free. Priced with parts
+measured on this machine (``BatchPrices``, measured by ``batch.prices``):
+
+  time of one iteration at (B, K) = draft(B, K) + t_verify(B, L + 1) + t_overhead(B)      (L drafts offered)
+  tokens per row per iteration    = 1 + Σ_{j ≤ L} a_1 ⋯ a_j                               (``costmodel``)
+  baseline step at B              = t_verify(B, 1) + t_baseline_overhead(B)               (one token per row)
+  speedup(B, K)                   = tokens per row per iteration × baseline step ÷ time of one iteration
+
+K = 0 is a plain decode step. ``BatchKPolicy`` gives the cost-aware K policy these prices at the batch's current
+size every iteration (its acceptance estimate pooled over the rows), so it lowers K as B grows, down to K = 0
+where drafting does not pay — as vLLM's dynamic speculative decoding does.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import SpecConfig
+from ..trace import IterationRecord
+from .costmodel import AcceptanceProfile, expected_tokens_profile, iteration_ms
+from .costs import Costs
+from .kpolicy import CostAwareK, HeuristicK, KPolicy, make_k_policy
+
+
+def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
+    """Linear interpolation through (xs, ys) (xs increasing); beyond the ends, the last segment's slope (never
+    below zero, never below the end value)."""
+    if len(xs) == 1:
+        return ys[0]
+    i = min(max(bisect.bisect_left(xs, x), 1), len(xs) - 1)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    y = y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    if x > xs[-1]:
+        return max(ys[-1], y)
+    return max(0.0, y)
+
+
+@dataclass(frozen=True)
+class BatchPrices:
+    """What an iteration costs at each batch size, in ms, measured once (``batch.prices``) and fixed for a run."""
+    sizes: tuple[int, ...]                      # batch sizes measured, increasing (1, 2, 4, 8, 16)
+    widths: tuple[int, ...]                     # tokens per row measured, increasing (1 … K cap + 1)
+    verify_ms: tuple[tuple[float, ...], ...]    # verify_ms[i][j]: one target forward, sizes[i] rows × widths[j]
+    draft_ms: tuple[float, ...]                 # per size: one batched draft step (prompt lookup: all rows' lookups)
+    draft_per_token: bool                       # a model draft (a forward per draft) or prompt lookup (one pass)
+    overhead_ms: tuple[float, ...]              # per size: an iteration's host time beyond the forwards
+    baseline_overhead_ms: tuple[float, ...]     # per size: a baseline step's host time beyond its forward
+    device: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.sizes)
+        if not n or list(self.sizes) != sorted(set(self.sizes)) or self.sizes[0] < 1:
+            raise ValueError("sizes must be increasing batch sizes >= 1")
+        if not self.widths or list(self.widths) != sorted(set(self.widths)) or self.widths[0] != 1:
+            raise ValueError("widths must be increasing and start at 1")
+        if len(self.verify_ms) != n or any(len(row) != len(self.widths) for row in self.verify_ms):
+            raise ValueError("verify_ms needs one row per size and one time per width")
+        for name in ("draft_ms", "overhead_ms", "baseline_overhead_ms"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} needs one time per size")
+        values = [v for row in self.verify_ms for v in row] + [*self.draft_ms, *self.overhead_ms,
+                                                              *self.baseline_overhead_ms]
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
+            raise ValueError("every time must be a finite number >= 0")
+
+    def t_verify(self, b: int, width: int) -> float:
+        """One target forward over b rows × ``width`` tokens each."""
+        per_size = [_interp(self.widths, row, width) for row in self.verify_ms]
+        return _interp(self.sizes, per_size, b)
+
+    def costs(self, b: int, k_max: int) -> Costs:
+        """The single-sequence cost model's parts for an iteration of the whole batch at size b (widths 1 … k_max
+        + 1): what ``CostAwareK`` and ``costmodel.iteration_ms`` price with."""
+        size = lambda ys: _interp(self.sizes, ys, b)        # noqa: E731 - one line per part below
+        return Costs(tuple(self.t_verify(b, w) for w in range(1, k_max + 2)), draft_ms=size(self.draft_ms),
+                     draft_per_token=self.draft_per_token, overhead_ms=size(self.overhead_ms),
+                     baseline_overhead_ms=size(self.baseline_overhead_ms))
+
+    def to_dict(self) -> dict:
+        return {"sizes": list(self.sizes), "widths": list(self.widths),
+                "verify_ms": [list(r) for r in self.verify_ms], "draft_ms": list(self.draft_ms),
+                "draft_per_token": self.draft_per_token, "overhead_ms": list(self.overhead_ms),
+                "baseline_overhead_ms": list(self.baseline_overhead_ms), "device": self.device}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "BatchPrices":
+        """From ``to_dict``'s form (an untrusted file's too): ValueError naming the problem."""
+        if not isinstance(d, dict):
+            raise ValueError("batch prices must be a dict")
+        try:
+            return cls(tuple(int(x) for x in d["sizes"]), tuple(int(x) for x in d["widths"]),
+                       tuple(tuple(float(v) for v in row) for row in d["verify_ms"]),
+                       tuple(float(x) for x in d["draft_ms"]), bool(d["draft_per_token"]),
+                       tuple(float(x) for x in d["overhead_ms"]),
+                       tuple(float(x) for x in d["baseline_overhead_ms"]), str(d.get("device", ""))[:64])
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"batch prices: missing or malformed field ({e})") from None
+
+
+def batch_speedup(prices: BatchPrices, profile: AcceptanceProfile, b: int, k: int) -> float:
+    """Predicted speedup of speculation at batch size b and K = k over the batched target-only run."""
+    costs = prices.costs(b, max(k, 1))
+    step = costs.t1 + costs.baseline_overhead_ms
+    return expected_tokens_profile(profile, k) * step / iteration_ms(costs, profile, k)
+
+
+def speedup_table(prices: BatchPrices, profile: AcceptanceProfile, sizes: Sequence[int], ks: Sequence[int]
+                  ) -> list[list[float]]:
+    """``batch_speedup`` over sizes (rows) × ks (columns)."""
+    return [[batch_speedup(prices, profile, b, k) for k in ks] for b in sizes]
+
+
+def crossover(prices: BatchPrices, profile: AcceptanceProfile, k_max: int, b_max: int) -> int | None:
+    """The smallest batch size at which no K in 1 … k_max predicts a speedup above 1 (None: drafting still pays
+    at ``b_max``)."""
+    for b in range(1, b_max + 1):
+        if max(batch_speedup(prices, profile, b, k) for k in range(1, k_max + 1)) <= 1.0:
+            return b
+    return None
+
+
+class BatchKPolicy:
+    """The run's K policy for a batch: one K per iteration for every row. The cost-aware policy is priced at the
+    batch's size each iteration (``BatchPrices.costs``) and learns acceptance by position from every row; the
+    heuristic moves K once per iteration (+2 when every row's drafts were all accepted, −1 otherwise); a fixed
+    K stays."""
+
+    def __init__(self, inner: KPolicy, prices: BatchPrices | None) -> None:
+        self.inner, self.prices = inner, prices
+        self.name = inner.name
+        self.calibration = inner.calibration
+
+    def choose(self, batch: int, max_k: int) -> tuple[int, str]:
+        if isinstance(self.inner, CostAwareK) and self.prices is not None:
+            self.inner.reprice(self.prices.costs(batch, self.inner.k_max))
+            k, why = self.inner.choose(max_k)
+            return k, f"batch of {batch}: {why}"
+        return self.inner.choose(max_k)
+
+    def observe(self, iterations: list[IterationRecord]) -> None:
+        if isinstance(self.inner, HeuristicK):   # one move per iteration: a rejection anywhere counts
+            drafted = [it for it in iterations if it.drafts]
+            worst = next((it for it in drafted if not all(d.accepted for d in it.drafts)), None)
+            if drafted or iterations:
+                self.inner.observe(worst or (drafted or iterations)[0])
+            return
+        for it in iterations:
+            self.inner.observe(it)
+
+
+def make_batch_k_policy(cfg: SpecConfig, target: Any, drafter: Any, prices: Any = None) -> BatchKPolicy:
+    """``cfg.k_policy`` for a batch; the cost policy priced by ``prices`` (``BatchPrices``, or its ``to_dict`` form
+    as a batched trace records it; the engine measures them before the run)."""
+    if isinstance(prices, dict):
+        prices = BatchPrices.from_dict(prices)
+    if cfg.k_policy != "cost":
+        return BatchKPolicy(make_k_policy(cfg, target, drafter), None)
+    if prices is None:
+        raise ValueError("the cost-aware K policy needs the batch's prices")
+    inner = CostAwareK(cfg.k, None, None, prices.draft_per_token)
+    return BatchKPolicy(inner, prices)
