@@ -110,6 +110,13 @@ def check_batch(value: Any) -> int:
     return whole("batch size", value, 1, MAX_BATCH, {1: "one sequence"})
 
 
+def check_batch_trees(batch: int, tree_nodes: int) -> None:
+    """Token trees run one sequence at a time (``decoding``): a batch of more than one row drafts chains."""
+    if batch > 1 and tree_nodes:
+        raise InputError(f"token trees run one sequence at a time: with a batch size of {batch}, set tree nodes "
+                         f"to 0 (a chain), got {tree_nodes}")
+
+
 def check_sampler(value: Any) -> str:
     if not isinstance(value, str) or value not in SAMPLERS:
         raise InputError(f"sampler must be one of {', '.join(SAMPLERS)}, got {shown(value)}")
@@ -180,4 +187,5 @@ __all__ = ["InputError", "MAX_PROMPT_CHARS", "MAX_SEED", "MAX_K", "MAX_NEW_TOKEN
            "number", "check_k", "check_temperature", "check_top_k", "check_top_p",
            "check_max_new_tokens", "check_seed", "check_confidence_stop", "check_tree_nodes", "check_tree_top_k",
            "check_sampler", "K_POLICIES", "SAMPLERS", "MAX_BATCH", "check_batch", "check_batch_context",
+           "check_batch_trees",
            "check_prompt", "check_run", "context_length", "check_context"]

@@ -25,8 +25,9 @@ from specdec_core import PRESETS, LoadedModel, ModelPool, SpecConfig, Trace, str
 from specdec_core.config import recommended_config
 
 ROOT = Path(__file__).resolve().parent.parent
-N_OUT = 17   # viewer (tokens, 7 plots, summary, slider, anatomy, tree hint, tree, mask) + state + download + status
-STATE, DOWNLOAD, STATUS = 14, 15, 16   # indices of the trace state, the download and the status in a Live frame
+N_OUT = 21   # viewer (tokens, 7 plots, summary, slider, anatomy, tree hint, tree, mask) + the batch's 4 views + state
+             # + download + status
+STATE, DOWNLOAD, STATUS = 18, 19, 20   # indices of the trace state, the download and the status in a Live frame
 
 
 class BundledPool:
@@ -352,7 +353,7 @@ def test_replay_refuses_an_oversized_file_before_parsing(tmp_path):
 def test_replay_shows_a_valid_upload(tmp_path):
     path = _write(tmp_path, "ok.json", json.dumps(_example_dict()).encode())
     out = replay_upload(path)
-    assert len(out) == 16 and "Loaded" in out[15]
+    assert len(out) == 20 and "Loaded" in out[19]
     assert Trace.from_dict(out[STATE]).to_dict() == Trace.from_dict(_example_dict()).to_dict()
     with pytest.raises(gr.Error, match="No file"):
         replay_upload(None)
@@ -367,7 +368,7 @@ def test_examples_ship_and_load():
         assert t.baseline is not None and t.baseline.new_token_ids, name
         assert t.iterations and t.config["device"] and t.config["dtype"], name
         out = replay_example(name)
-        assert len(out) == 16 and "example" in out[15]
+        assert len(out) == 20 and "example" in out[19]
     drafters = {t.config["drafter"] for t in traces.values()}
     assert {"ngram", "self", "trained"} <= drafters
     assert any(t.config["temperature"] > 0 for t in traces.values())

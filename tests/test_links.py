@@ -96,7 +96,7 @@ def test_hostile_values_in_every_parameter_are_refused_or_kept_as_plain_text(nam
         return
     assert link.settings is None and not link.run and link.problems
     with pytest.warns(UserWarning, match="not applied"):     # the toast (outside a request: a warning)
-        status = settings_from_url(SimpleNamespace(query_params=query))[16]
+        status = settings_from_url(SimpleNamespace(query_params=query))[17]
     assert "<img" not in status and "<script" not in status and "<b>" not in status
     assert status.startswith('<div class="sd-status"')
 
@@ -106,8 +106,8 @@ def test_a_refused_link_warns_with_the_values_escaped_and_runs_nothing(monkeypat
     monkeypatch.setattr(gr, "Warning", lambda message, *a, **kw: shown.append(message))
     out = settings_from_url(SimpleNamespace(query_params={"k": ['<img src="x">'], "pair": ["<b>x</b>"],
                                                           "run": ["1"]}))
-    assert len(out) == 18 and out[15] is False and out[17] is None
-    assert all(isinstance(v, type(gr.skip())) for v in out[:15])
+    assert len(out) == 19 and out[16] is False and out[18] is None
+    assert all(isinstance(v, type(gr.skip())) for v in out[:16])
     assert len(shown) == 1 and "&lt;img src=\"x\"&gt;" in shown[0] and "<img" not in shown[0]
     assert "&lt;b&gt;x&lt;/b&gt;" in shown[0] and "not applied" in shown[0]
     assert refusal_message(["a", "b"]).endswith("a; b.")
@@ -118,13 +118,13 @@ def test_settings_from_url_fills_every_control_and_asks_for_the_run():
                                tree_top_k=3, sampler="coupled"))
     assert "sampler=coupled" in query
     out = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert out[:15] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
+    assert out[:16] == (PAIR_NGRAM, PAIR_NGRAM, page_defaults().prompt, 5, page_defaults().k_policy, 0.5,
                         page_defaults().top_k, page_defaults().top_p, page_defaults().max_new_tokens, 9, True,
-                        page_defaults().confidence_stop, 6, 3, "coupled")
-    assert out[15] is True and "running" in out[16] and out[17] is None
+                        page_defaults().confidence_stop, 6, 3, "coupled", 1)
+    assert out[16] is True and "running" in out[17] and out[18] is None
     plain = settings_from_url(SimpleNamespace(query_params={}))
-    assert plain[15] is False and all(isinstance(v, type(gr.skip())) for v in plain[:15] + plain[16:17])
-    assert settings_from_url(None)[15] is False
+    assert plain[16] is False and all(isinstance(v, type(gr.skip())) for v in plain[:16] + plain[17:18])
+    assert settings_from_url(None)[16] is False
 
 
 def _page_values(s: LiveSettings) -> tuple:
@@ -178,7 +178,7 @@ def test_a_link_reproduces_the_trace_of_the_same_settings_entered_by_hand(bundle
                       k=4, k_policy="fixed", temperature=0.9, top_p=0.95, max_new_tokens=12, seed=7)
     query = copy_link(*_page_values(by_hand))
     values = settings_from_url(SimpleNamespace(query_params=_q(query)))
-    assert values[15] is True                              # run=1
+    assert values[16] is True                              # run=1
     pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop = values[:12]
     from_link = _final_trace(run_live(pool, pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
                                       chat, None, confidence_stop=stop))

@@ -204,11 +204,12 @@ def _open(pool, query: str) -> tuple[Trace, str]:
     """A fresh page opening ``query``: the settings it sets, then the run it asks for (``live._link_runner``,
     as the page wires it); the final trace and status."""
     values = settings_from_url(SimpleNamespace(query_params=parse_qs(query[1:], keep_blank_values=True)))
-    assert values[15] is True
-    pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop, nodes, top, rule = values[:15]
+    assert values[16] is True
+    pair, _, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop, nodes, top, rule, batch = \
+        values[:16]
     runner = live._link_runner(lambda *a: run_live(pool, *a), pool)
-    frames = list(runner(True, values[17], pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
-                         chat, None, False, None, stop, nodes, top, rule))
+    frames = list(runner(True, values[18], pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, False,
+                         chat, None, False, None, stop, nodes, top, rule, batch))
     return Trace.from_dict(frames[-1][-3]), frames[-1][-1]
 
 

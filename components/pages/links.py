@@ -6,15 +6,17 @@ Only the parameters in ``LIVE_PARAMS`` (and ``run``, ``repro``) are read; any ot
 ``presenter``, Gradio's own) is left to whoever reads it. Values are checked against the one set of input
 limits (``specdec_core.limits``, the same words as every other entrance) and as the Live tab's controls take
 them: the pair must be one the selector offers, numbers are plain decimals (no exponents, ``nan`` or
-``inf``) on each slider's step, and the whole set must build a valid ``SpecConfig``. A refused link changes nothing and runs nothing; the reasons quote the values as
-text (``messages.page_text`` escapes them wherever they are shown).
+``inf``) on each slider's step, and the whole set must build a valid ``SpecConfig`` (with a batch size above 1,
+a chain). A refused link changes nothing and runs nothing; the reasons quote the values as text
+(``messages.page_text`` escapes them wherever they are shown).
 
 What a link reproduces: the settings and the seed, so on the server that wrote it the same trace (tokens and
 iterations; the cost-aware policy's prices are fixed per server process). ``repro`` (8 hex digits, written by
 "copy link" where the server can tell: ``decoding.prices.run_fingerprint``) names the models, their numerics
 and the prices the run depends on; opened where they differ (another server, device, dtype, library version,
 or a new calibration after a restart), the page says so: the text is then the same under greedy decoding or
-coupled sampling where the numerics agree, the iterations only where the prices match.
+coupled sampling where the numerics agree, the iterations only where the prices match. A batched run's link
+(``batch_size`` above 1) carries no ``repro``: its K policy's batch prices are measured per server process.
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class LiveSettings:
     tree_nodes: int = 0                     # 0 = a chain
     tree_top_k: int = DEFAULT_TREE_TOP_K
     sampler: str = "standard"               # "coupled": drafter-invariant (the text is the coupled baseline's)
+    batch_size: int = 1                     # 1 = one sequence; B > 1: your prompt and B − 1 other users' requests
 
 
 LIVE_PARAMS = tuple(f.name for f in fields(LiveSettings))
@@ -82,6 +85,12 @@ def _number(raw: str, pattern: re.Pattern) -> int | float | str:
 
 def _whole(check: Callable[[Any], int]) -> Callable[[str], int]:
     return lambda raw: check(_number(raw, _INT))
+
+
+def _count(check: Callable[[Any], int]) -> Callable[[str], int]:
+    """A whole number as the page's control and /generate take it: a plain decimal is read as a number, so that
+    2.5 is refused in the limit's own words ("must be a whole number, got 2.5") at every entrance."""
+    return lambda raw: check(_number(raw, _INT if _INT.fullmatch(raw) else _DECIMAL))
 
 
 def _on_step(check: Callable[[Any], float], step: float) -> Callable[[str], float]:
@@ -137,6 +146,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "tree_nodes": _whole(limits.check_tree_nodes),
     "tree_top_k": _whole(limits.check_tree_top_k),
     "sampler": limits.check_sampler,
+    "batch_size": _count(limits.check_batch),
 }
 
 
@@ -181,6 +191,7 @@ def parse_live_query(params: Any, defaults: LiveSettings) -> LinkRequest:
     if not problems:
         try:
             spec_config(settings)
+            limits.check_batch_trees(settings.batch_size, settings.tree_nodes)
         except ValueError as e:
             problems.append(str(e))
     if problems:

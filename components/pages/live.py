@@ -9,6 +9,8 @@ module turns its events into page frames. The settings start at ``recommended_co
 as /generate's and the CLI's defaults, unless the page was opened from a link that carries settings
 (``?pair=…&k=…&run=1``, read and checked by ``links``); "copy link" writes the current settings as one, with
 what the run depends on here (``repro``), and a link's run ends saying whether this server reproduces it exactly.
+A batch size above 1 runs your prompt with other users' requests through the batched engine: the batch's views
+(``batch_views``) show every row, the pooled figures and the batch's forwards; the viewer shows row 1.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import contextlib
 import html
 import time
 import urllib.parse
+from dataclasses import astuple
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,10 +27,11 @@ import gradio as gr
 from specdec_core import Trace, limits
 from specdec_core.config import DEFAULT_TREE_TOP_K, recommended_config
 
+from components.pages.batch_views import N_BATCH_OUTPUTS, batch_baseline_updates, batch_updates, build_batch_views
 from components.pages.context import AppContext
 from components.pages.export import export_trace, html_export_button, html_export_file
-from components.pages.links import (CONFIDENCE_STEP, TEMPERATURE_STEP, TOP_P_STEP, LiveSettings, live_query,
-                                    parse_live_query, refusal_message)
+from components.pages.links import (CONFIDENCE_STEP, LIVE_PARAMS, TEMPERATURE_STEP, TOP_P_STEP, LiveSettings,
+                                    live_query, parse_live_query, refusal_message)
 from components.pages.viewer import (N_TREE_OUTPUTS, N_VIEW_OUTPUTS, Viewer, build_viewer, check_pace, parse_state,
                                      render_iteration, render_trace, slider_update, target_index)
 from components.render.base import instructive_index, resolve_index
@@ -36,12 +40,13 @@ from components.render.summary import summary_html
 from components.render.tokens import tokens_html
 from components.serving.calibrate import run_reference
 from components.serving.gpu import gpu_task
-from components.serving.inputs import check_prompt, make_config
+from components.serving.inputs import check_batch, check_prompt, make_config
 from components.serving.messages import page_error, page_warning
 from components.serving.pairs import (DEFAULT_PAIR, DEFAULT_PROMPT, EXTRACTIVE_PROMPTS, OPEN_PROMPTS, Pool,
                                       pair_choices, pair_label, resolve_pair)
 from components.serving.session import run_session
 
+N_SETTINGS = len(LIVE_PARAMS) + 1   # settings_from_url's settings: the current pair, then every link parameter
 MAX_LINK_CHARS = 8_000     # a longer query may not pass a server's request-line limit: such a link is refused
 K_POLICY_CHOICES = [("fixed K", "fixed"), ("adaptive: +2 after a clean sweep, −1 otherwise", "heuristic"),
                     ("cost-aware: the K with the most predicted tokens/s", "cost")]
@@ -111,8 +116,8 @@ class Pacer:
 
 def _live_frame(trace: Trace, control: dict, message: str, download: Any = None, full: bool = True,
                 done: bool = False) -> tuple:
-    """One update: viewer outputs + (trace state, download button, status). A light update leaves the
-    seven figures as they are; the last one (``done``) selects the most instructive iteration."""
+    """One update: viewer outputs + the batch's views + (trace state, download button, status). A light update
+    leaves the figures as they are; the last one (``done``) selects the most instructive iteration."""
     i = _selected(control, trace, done)
     skip = gr.skip()
     if full:
@@ -120,7 +125,8 @@ def _live_frame(trace: Trace, control: dict, message: str, download: Any = None,
     else:
         view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i),
                 *[skip] * (1 + N_TREE_OUTPUTS))
-    return (*view, trace.to_dict(), download if download is not None else skip, _status(message))
+    return (*view, *batch_updates(trace, full), trace.to_dict(), download if download is not None else skip,
+            _status(message))
 
 
 def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
@@ -128,7 +134,15 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
     skip = gr.skip()
     figs = (timeline_figure(trace), race_figure(trace)) if full else (skip, skip)
     return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, skip, *[skip] * N_TREE_OUTPUTS,
-            trace.to_dict(), skip, _status(message))
+            *batch_baseline_updates(trace, full), trace.to_dict(), skip, _status(message))
+
+
+def _progress(trace: Trace) -> str:
+    """"{n} tokens in {m} iterations", a batch's counted over every row."""
+    if trace.batch is None:
+        return f"{trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations"
+    st = trace.batch.stats
+    return f"{st.new_tokens} tokens in {trace.batch.size} rows, {st.iterations} batch iterations"
 
 
 def _hold(seconds: float, control: dict) -> None:
@@ -141,46 +155,49 @@ def _hold(seconds: float, control: dict) -> None:
 def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temperature: Any, top_k: Any,
              top_p: Any, max_new_tokens: Any, seed: Any, with_baseline: bool, chat: bool,
              control: dict | None, slow_motion: bool = False, pace: Any = None, confidence_stop: Any = 0.0,
-             tree_nodes: Any = 0, tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard", *,
-             frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
+             tree_nodes: Any = 0, tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard",
+             batch_size: Any = 1, *, frame_s: float = FRAME_S, figure_s: float = FIGURE_S) -> Iterator[tuple]:
     """Run speculative decoding (then, if asked, the baseline) through ``session.run_session`` and stream
     page updates as iterations (and baseline tokens) arrive, paced by ``Pacer`` (0, 0 = an update after
     every single step). With ``slow_motion`` every iteration is drawn in full and held for ``pace``
-    seconds before the next one is generated. Outputs: viewer outputs, trace state, download, status. The
-    time spent rendering (and waiting in slow motion) is not counted by the engine."""
+    seconds before the next one is generated. ``batch_size`` above 1: your prompt and other users' requests,
+    batched. Outputs: viewer outputs, the batch's views, trace state, download, status. The time spent
+    rendering (and waiting in slow motion) is not counted by the engine."""
     control = control if control is not None else new_control()
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
                       tree_top_k, sampler=sampler)
+    batch = check_batch(batch_size, cfg)
     hold_s = check_pace(pace) if slow_motion else 0.0
     control.update(new_control())            # a new run: not stopped, following the newest iteration
     pacer = Pacer(frame_s, figure_s)
     skip = gr.skip()
     session = run_session(pool, pair_key, prompt, cfg, chat=chat, with_baseline=with_baseline,
-                          should_stop=lambda: control["stop"])
+                          should_stop=lambda: control["stop"], batch_size=batch)
+    what = "Speculative decoding" if batch == 1 else f"Batched speculative decoding ({batch} rows)"
+    base_what = "Baseline (target only)" if batch == 1 else "Baseline (target only, batched)"
+    steps = "Step through them below" if batch == 1 else "Step through row 1 (your request) below"
     with contextlib.closing(session):        # an error while drawing still frees the models at once
         for event in session:
             trace = event.trace
             if event.kind == "wait":
-                yield (*[skip] * (N_VIEW_OUTPUTS + 2), _status(event.message))
+                yield (*[skip] * (N_VIEW_OUTPUTS + N_BATCH_OUTPUTS + 2), _status(event.message))
             elif event.kind == "iteration" and (kind := "full" if hold_s else pacer()):
                 first = len(trace.iterations) == 1     # a new run: the previous export goes away
-                message = (f"Speculative decoding{' (slow motion)' if hold_s else ''}: iteration "
-                           f"{len(trace.iterations)}, {trace.stats.new_tokens} tokens…")
+                message = f"{what}{' (slow motion)' if hold_s else ''}: {_progress(trace)}…"
                 yield _live_frame(trace, control, message,
                                   gr.DownloadButton(value=None, interactive=False) if first else None,
                                   full=kind == "full")
                 _hold(hold_s, control)
             elif event.kind == "baseline_start":
-                yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…")
+                yield _live_frame(trace, control, f"{what} done; now the {base_what[0].lower()}{base_what[1:]}…")
                 pacer = Pacer(frame_s, figure_s)
             elif event.kind == "baseline" and (kind := pacer()):
-                yield _baseline_frame(trace, f"Baseline (target only): {len(trace.baseline.new_token_ids)} tokens…",
-                                      full=kind == "full")
+                made = len(trace.baseline.new_token_ids) if batch == 1 else trace.batch.baseline.new_tokens
+                yield _baseline_frame(trace, f"{base_what}: {made} tokens…", full=kind == "full")
             elif event.kind == "done":
                 path = export_trace(trace.to_dict())
-                yield _live_frame(trace, control, f"{event.message} {trace.stats.new_tokens} tokens in "
-                                                  f"{len(trace.iterations)} iterations. Step through them below, "
-                                                  "or download the trace.",
+                yield _live_frame(trace, control, f"{event.message} {_progress(trace)}. {steps}, or download the "
+                                                  "trace.",
                                   gr.DownloadButton(value=path, interactive=True), done=True)
 
 
@@ -214,7 +231,7 @@ def page_defaults() -> LiveSettings:
                         temperature=rec.temperature, top_k=rec.top_k, top_p=rec.top_p,
                         max_new_tokens=rec.max_new_tokens, seed=rec.seed, chat=True,
                         confidence_stop=rec.confidence_stop, tree_nodes=rec.tree_nodes, tree_top_k=rec.tree_top_k,
-                        sampler=rec.sampler)
+                        sampler=rec.sampler, batch_size=1)
 
 
 # the query string the server wrote -> the whole link, shown and put on the clipboard (where the page may)
@@ -229,19 +246,22 @@ LINK_JS = """
 
 def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: Any, top_k: Any, top_p: Any,
               max_new_tokens: Any, seed: Any, chat: Any, confidence_stop: Any, tree_nodes: Any = 0,
-              tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard", *, pool: Pool | None = None) -> str:
+              tree_top_k: Any = DEFAULT_TREE_TOP_K, sampler: Any = "standard", batch_size: Any = 1, *,
+              pool: Pool | None = None) -> str:
     """"copy link": the current settings as a query string (with run=1) that opens the Live tab with them and
     runs; a gr.Error when a setting is out of range or the link would not read back to the same settings.
-    Given the ``pool``, the link also names what the run depends on here (``repro``: the models, their
-    numerics, the K policy's prices), where that is known without loading or measuring anything."""
+    Given the ``pool``, the link of a single run (batch size 1) also names what the run depends on here
+    (``repro``: the models, their numerics, the K policy's prices), where that is known without loading or
+    measuring anything."""
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, k_policy, confidence_stop, tree_nodes,
                       tree_top_k, sampler=sampler)
+    batch = check_batch(batch_size, cfg)
     prompt = check_prompt(prompt)
     settings = LiveSettings(pair=str(pair_key), prompt=prompt, k=cfg.k, k_policy=cfg.k_policy,
                             temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                             max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, chat=bool(chat),
                             confidence_stop=cfg.confidence_stop, tree_nodes=cfg.tree_nodes, tree_top_k=cfg.tree_top_k,
-                            sampler=cfg.sampler)
+                            sampler=cfg.sampler, batch_size=batch)
     query = live_query(settings)
     if len(query) > MAX_LINK_CHARS:
         raise page_error(f"These settings make a link of {len(query)} characters; links are kept under "
@@ -250,26 +270,25 @@ def copy_link(pair_key: Any, prompt: Any, k: Any, k_policy: Any, temperature: An
     if back.problems or back.settings != settings:
         raise page_error("These settings cannot be written as a link: "
                          + ("; ".join(back.problems) or "they do not read back the same") + ".")
-    repro = run_reference(pool, settings.pair, cfg) if pool is not None else None
+    repro = run_reference(pool, settings.pair, cfg) if pool is not None and batch == 1 else None
     return live_query(settings, repro=repro) if repro else query
 
 
 def settings_from_url(request: gr.Request | None) -> tuple:
     """On page load: the Live settings a link carries (``links``). Returns (current pair,
     pair selector, prompt, K, K policy, temperature, top-k, top-p, max new tokens, seed, chat template,
-    confidence stop, tree nodes, tree top-k, sampler, run at once, status, the link's ``repro``); a refused link changes
-    nothing, says why and runs nothing."""
+    confidence stop, tree nodes, tree top-k, sampler, batch size, run at once, status, the link's ``repro``); a
+    refused link changes nothing, says why and runs nothing."""
     skip = gr.skip()
     link = parse_live_query(getattr(request, "query_params", None) or {}, page_defaults())
     if link.problems:
         message = refusal_message(link.problems)
         page_warning(message)
-        return (*[skip] * 15, False, _status(message, "warn"), None)
+        return (*[skip] * N_SETTINGS, False, _status(message, "warn"), None)
     s = link.settings
     if s is None:
-        return (*[skip] * 15, False, skip, None)
-    return (s.pair, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed,
-            s.chat, s.confidence_stop, s.tree_nodes, s.tree_top_k, s.sampler, link.run,
+        return (*[skip] * N_SETTINGS, False, skip, None)
+    return (s.pair, *astuple(s), link.run,
             _status("Settings from the link: running…" if link.run else "Settings from the link: press Run."),
             link.repro)
 
@@ -306,7 +325,7 @@ def _link_runner(runner: Callable[..., Iterator[tuple]], pool: Pool) -> Callable
     saying whether this server reproduces the link's run exactly (``link_note``); else nothing."""
     def run_if_asked(asked: bool, repro: str | None, *args: Any) -> Iterator[tuple]:
         if not asked:
-            yield (gr.skip(),) * (N_VIEW_OUTPUTS + 3)
+            yield (gr.skip(),) * (N_VIEW_OUTPUTS + N_BATCH_OUTPUTS + 3)
             return
         last = None
         for frame in runner(*args):
@@ -315,10 +334,11 @@ def _link_runner(runner: Callable[..., Iterator[tuple]], pool: Pool) -> Callable
             last = frame
         if last is not None:
             pair, _, k, policy, temperature, top_k, top_p, max_new, seed = args[:9]
-            stop, tree_nodes, tree_top_k, sampler = args[14:18]
+            stop, tree_nodes, tree_top_k, sampler, batch = args[14:19]
             cfg = make_config(k, temperature, top_k, top_p, max_new, seed, policy, stop, tree_nodes, tree_top_k,
                               sampler=sampler)
-            yield (*last[:-1], last[-1] + link_note(pool, repro, pair, cfg))
+            single = batch == 1          # a batch's link carries no repro (its prices are measured per process)
+            yield (*last[:-1], last[-1] + link_note(pool, repro if single else None, pair, cfg))
     return run_if_asked
 
 
@@ -372,6 +392,10 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
             sampler = gr.Radio(choices=SAMPLER_CHOICES, value=first.sampler, elem_id="sampler", scale=1,
                                label="sampling rule (coupled: the same seed gives the target-only text, whatever "
                                      "the draft)")
+        with gr.Row():
+            batch_size = gr.Slider(1, limits.MAX_BATCH, value=first.batch_size, step=1, elem_id="batch-size",
+                                   label="batch size (1 = your prompt alone; B > 1: your prompt and B − 1 other users' "
+                                         "requests decoded together, as a busy server does; tree nodes must be 0)")
     with gr.Row():
         run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
@@ -386,18 +410,19 @@ def build_live_tab(ctx: AppContext, page: gr.Blocks | None = None) -> Viewer:
                           visible=False, interactive=False, buttons=["copy"], elem_id="copy-link-url")
     ctx.fold_in_presenter.append(settings)
     status = gr.HTML(_status("Press Run."), elem_id="status")
+    batch_views = build_batch_views("")
     viewer = build_viewer("")
 
     pair.input(lambda new, cur: change_pair(pool, new, cur), inputs=[pair, current_pair],
                outputs=[pair, current_pair, pair_status])
     run_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, baseline, chat, control,
-                  slow, viewer.pace, stop, tree_nodes, tree_top_k, sampler]
-    run_outputs = [*viewer.outputs(), ctx.latest_trace, download, status]
+                  slow, viewer.pace, stop, tree_nodes, tree_top_k, sampler, batch_size]
+    run_outputs = [*viewer.outputs(), *batch_views.outputs(), ctx.latest_trace, download, status]
     runner = _runner(pool)
     run_btn.click(runner, inputs=run_inputs, outputs=run_outputs, concurrency_limit=4,
                   concurrency_id="live-run", show_progress="minimal", show_progress_on=[status])  # queue place, ETA
     settings_inputs = [current_pair, prompt, k, policy, temperature, top_k, top_p, max_new, seed, chat, stop,
-                       tree_nodes, tree_top_k, sampler]
+                       tree_nodes, tree_top_k, sampler, batch_size]
     link_btn.click(lambda *values: gr.Textbox(value=copy_link(*values, pool=pool), visible=True), settings_inputs,
                    [link_box],
                    show_progress="hidden").success(None, [link_box], [link_box], js=LINK_JS)

@@ -1,5 +1,6 @@
 """The Replay tab: view a recorded trace (an upload or a shipped example) with every Live figure, the
-token stream and step-through, without any model.
+token stream and step-through, without any model. A batched run's trace ("specdec-trace/2") shows the batch's
+views too (every row, the pooled figures, the batch's forwards: ``batch_views``), the viewer on row 1.
 
 Uploads are untrusted: the size is checked before anything is read (``MAX_TRACE_BYTES``), the text must be
 UTF-8 JSON, and ``Trace.from_dict`` validates the structure and its invariants. Every refusal is a
@@ -18,6 +19,7 @@ import gradio as gr
 from specdec_core import Trace
 from specdec_core.limits import MAX_TRACE_BYTES
 
+from components.pages.batch_views import batch_updates, build_batch_views
 from components.pages.export import html_export_button, html_export_file
 from components.pages.viewer import Viewer, build_viewer, render_trace, step_view
 from components.render.base import instructive_index
@@ -86,14 +88,16 @@ def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
 
 def _loaded_text(trace: Trace, source: str) -> str:
     cfg = trace.config
-    return (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations · "
+    batch = "" if trace.batch is None else (f" (row 1 of a batch of {trace.batch.size}: {trace.batch.stats.new_tokens} "
+                                            f"tokens in {trace.batch.stats.iterations} batch iterations)")
+    return (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations{batch} · "
             f"target {cfg.get('target', '?')} · draft {cfg.get('draft', cfg.get('drafter'))} · "
             "step through it, or press ▶ play")
 
 
 def _show(trace: Trace, source: str) -> tuple:
     view = render_trace(trace, instructive_index(trace))
-    return (*view, trace.to_dict(), _note(_loaded_text(trace, source)))
+    return (*view, *batch_updates(trace), trace.to_dict(), _note(_loaded_text(trace, source)))
 
 
 def _note(text: str) -> str:
@@ -101,7 +105,8 @@ def _note(text: str) -> str:
 
 
 def replay_upload(path: str | None) -> tuple:
-    """Upload handler: validated trace -> viewer outputs + (replay state, note). gr.Error when refused."""
+    """Upload handler: validated trace -> viewer outputs + the batch's views + (replay state, note). gr.Error when
+    refused."""
     if not path:
         raise page_error("No file received.")
     try:
@@ -149,9 +154,10 @@ def build_replay_tab(folder: Path = EXAMPLES_DIR) -> Viewer:
                        for i, ex in enumerate(list_examples(folder))]
     note = gr.HTML(_note(_loaded_text(opening[0], f"example “{opening[1]}”") if opening else
                          "No trace loaded: upload one (the examples folder is empty)."), elem_id="replay-note")
+    batch_views = build_batch_views("replay-", initial=opening[0] if opening else None)
     viewer = build_viewer("replay-", initial=opening[0] if opening else None,
                           index=instructive_index(opening[0]) if opening else None)
-    outputs = [*viewer.outputs(), state, note]
+    outputs = [*viewer.outputs(), *batch_views.outputs(), state, note]
     upload.upload(replay_upload, inputs=[upload], outputs=outputs)
     for button, name in buttons:
         button.click(lambda n=name: replay_example(n, folder), inputs=None, outputs=outputs)

@@ -72,17 +72,35 @@ def make_config(k: Any, temperature: Any, top_k: Any, top_p: Any, max_new_tokens
     return checked(SpecConfig, **values, k_policy=policy, full_trace=full_trace)
 
 
+def check_batch(batch_size: Any, cfg: SpecConfig) -> int:
+    """The batch size (``limits.check_batch``), refused with token trees above 1 (``limits.check_batch_trees``)."""
+    size = checked(limits.check_batch, batch_size)
+    checked(limits.check_batch_trees, size, cfg.tree_nodes)
+    return size
+
+
+def _encode(lm: Any, prompt: str, chat: bool) -> list[int]:
+    try:
+        return encode_prompt(lm.tokenizer, prompt, chat=bool(chat))
+    except ValueError as e:
+        raise page_error(f"Could not encode the prompt: {e}") from e
+
+
 def prompt_ids(lm: Any, prompt: Any, chat: bool, max_new_tokens: int) -> list[int]:
     """The prompt's token ids for ``lm`` (a pool's LoadedModel: ``tokenizer`` and ``model``), refused when the
     prompt breaks a limit or does not fit the model's context with ``max_new_tokens`` more."""
-    prompt = check_prompt(prompt)
-    try:
-        ids = encode_prompt(lm.tokenizer, prompt, chat=bool(chat))
-    except ValueError as e:
-        raise page_error(f"Could not encode the prompt: {e}") from e
+    ids = _encode(lm, check_prompt(prompt), chat)
     checked(limits.check_context, len(ids), max_new_tokens, limits.context_length(lm.model))
     return ids
 
 
+def batch_prompt_ids(lm: Any, prompts: list[str], chat: bool, max_new_tokens: int) -> list[list[int]]:
+    """Every row's token ids (``prompts``: your checked prompt, then other users' requests), refused when a row
+    does not fit the model's context with ``max_new_tokens`` more (the message names the row)."""
+    ids = [_encode(lm, p, chat) for p in prompts]
+    checked(limits.check_batch_context, [len(i) for i in ids], max_new_tokens, limits.context_length(lm.model))
+    return ids
+
+
 __all__ = ["checked", "as_int", "as_float", "check_prompt", "check_seed", "k_policy_of", "make_config",
-           "prompt_ids"]
+           "check_batch", "prompt_ids", "batch_prompt_ids"]
