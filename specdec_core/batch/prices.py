@@ -4,11 +4,10 @@ greedy or sampling) and fixed for every run after, as a single run's are (``deco
 On a synthetic context of ``CONTEXT`` tokens per row (random tokens, then their first half again, so prompt lookup
 finds matches), at each batch size of ``BATCH_SIZES``:
  - the verify: one target forward over B rows × w tokens each, for the widths w = 1 … K cap + 1 of
-   ``price_widths`` (the least of ``REPS`` timings each);
+   ``price_widths`` (the least of ``REPS`` timings each, taken in rounds over the widths after a warm-up round);
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
    short fixed-K batched run and a short batched baseline at that size.
-A first, untimed forward of each size is a warm-up.
 """
 from __future__ import annotations
 
@@ -46,7 +45,8 @@ def price_widths(k_cap: int) -> tuple[int, ...]:
 def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
     """A synthetic context: n // 2 + n % 2 random tokens, then their first half again."""
     rng = random.Random(seed)
-    head = [rng.randrange(100, min(vocab_size, 30_000)) for _ in range(n - n // 2)]
+    low = min(100, vocab_size // 2)              # past the special tokens of a real vocabulary
+    head = [rng.randrange(low, min(vocab_size, 30_000)) for _ in range(n - n // 2)]
     return head + head[:n // 2]
 
 
@@ -74,21 +74,20 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
     for b in sizes:
         tgt = BatchTarget(target, b)
         tgt.forward([ids] * b, logits=False)
-        row = []
-        for w in (widths[0], *widths):       # the first is an untimed warm-up
-            times = []
-            for _ in range(REPS):
+        best = [float("inf")] * len(widths)
+        for rep in range(REPS + 1):          # the first round is an untimed warm-up; rounds run every width, so
+            for j, w in enumerate(widths):   # a stall of the machine costs one timing of each, not all of one
                 t0 = now_ms(device)
                 tgt.forward([ids] * b, [ids[:w]] * b)
-                times.append(now_ms(device) - t0)
+                if rep:
+                    best[j] = min(best[j], now_ms(device) - t0)
                 tgt.rollback([len(ids)] * b)
-            row.append(min(times))
-        verify.append(tuple(row[1:]))
+        verify.append(tuple(best))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
         trace = batch_generate(target, drafter, [ids] * b, run_cfg, prices=None)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
-        base_overhead.append(max(0.0, statistics.median(steps) - row[1]))
+        base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
     return BatchPrices(tuple(sizes), widths, tuple(verify), tuple(draft), per_token(drafter), tuple(overhead),
                        tuple(base_overhead), device=str(device))
 
