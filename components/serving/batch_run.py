@@ -17,7 +17,7 @@ from typing import Any
 
 from specdec_core import SpecConfig, Trace
 from specdec_core.batch.baseline import attach_batch_baseline, stream_batch_baseline
-from specdec_core.batch.engine import stream_batch
+from specdec_core.batch.engine import batch_generate, stream_batch
 from specdec_core.batch.prices import measured_batch_prices
 from specdec_core.batch.requests import fill_batch
 from specdec_core.stats.intervals import fill_stats
@@ -45,7 +45,8 @@ class BatchRun:
         """The cost-aware policy's batch prices, measured once per server (the models are held): a note first."""
         if self.cfg.k_policy == "cost":
             yield PRICES_NOTE
-            self.prices = measured_batch_prices(self.pair.target.model, self.pair.drafter(), self.cfg)
+            self.prices = measured_batch_prices(self.pair.target.model, self.pair.drafter(), self.cfg,
+                                                generate=batch_generate)
 
     def speculative(self) -> Iterator[Trace]:
         lm = self.pair.target

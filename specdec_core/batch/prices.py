@@ -7,13 +7,15 @@ finds matches), at each batch size of ``BATCH_SIZES``:
    ``price_widths`` (the least of ``REPS`` timings each, taken in rounds over the widths after a warm-up round);
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
-   short fixed-K batched run and a short batched baseline at that size.
+   short fixed-K batched run (through ``generate``: the engine's ``batch_generate``, passed in so that this module
+   does not import the engine that imports it) and a short batched baseline at that size.
 """
 from __future__ import annotations
 
 import random
 import statistics
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,6 +34,7 @@ REPS = 3                # timings per (size, width); the least is kept
 RUN_TOKENS = 8          # new tokens of the short runs the host time is read off
 RUN_K = 2
 
+Generate = Callable[..., Any]   # the engine's run: batch_generate(target, drafter, prompts, cfg, prices=None) -> Trace
 _CACHE: dict[tuple, BatchPrices] = {}
 _LOCK = threading.Lock()
 
@@ -51,19 +54,19 @@ def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
 
 
 def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
-    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use."""
+                          sizes: tuple[int, ...] = BATCH_SIZES, *, generate: Generate) -> BatchPrices:
+    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use
+    (``generate``: the engine's ``batch_generate``)."""
     key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
     with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
         if key not in _CACHE:
-            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes)
+            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes, generate=generate)
         return _CACHE[key]
 
 
 def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                         sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+                         sizes: tuple[int, ...] = BATCH_SIZES, *, generate: Generate) -> BatchPrices:
     from .baseline import batch_baseline
-    from .engine import batch_generate
     from .target import BatchTarget
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
@@ -84,7 +87,7 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
                 tgt.rollback([len(ids)] * b)
         verify.append(tuple(best))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
-        trace = batch_generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        trace = generate(target, drafter, [ids] * b, run_cfg, prices=None)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
         base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
