@@ -1,6 +1,7 @@
 """The scripting API: two named, documented endpoints for ``gradio_client`` (and the "Use via API" page).
 
-    /generate        prompt + settings -> (the trace as a ``specdec-trace/1`` dict, a one-line summary)
+    /generate        prompt + settings -> (the trace as a ``specdec-trace/1`` dict, or ``/2`` for a batch, a one-line
+                     summary)
     /validate_trace  a trace (JSON text or an already-parsed dict) -> its one-line summary
 
 ``generate`` and ``validate_trace`` are plain module-level functions (``generate`` takes the model pool
@@ -28,9 +29,10 @@ from specdec_core import Trace
 from specdec_core.config import recommended_config
 from specdec_core.limits import MAX_TRACE_BYTES
 
+from components.render.batch import batch_summary_line
 from components.render.summary import summary_line
 from components.serving.gpu import gpu_task
-from components.serving.inputs import make_config
+from components.serving.inputs import check_batch, make_config
 from components.serving.messages import page_error
 from components.serving.pairs import DEFAULT_PAIR, Pool, pair_keys
 from components.serving.session import run_session
@@ -54,10 +56,12 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
              max_new_tokens: int = DEFAULTS.max_new_tokens, seed: int = DEFAULTS.seed, chat: bool = True,
              baseline: bool = False, k_policy: str = "", confidence_stop: float = DEFAULTS.confidence_stop,
              tree_nodes: int = DEFAULTS.tree_nodes, tree_top_k: int = DEFAULTS.tree_top_k,
-             sampler: str = DEFAULTS.sampler) -> tuple[dict, str]:
+             sampler: str = DEFAULTS.sampler, batch_size: int = 1) -> tuple[dict, str]:
     """Run speculative decoding on one prompt and return its full trace (schema specdec-trace/1: every
     iteration's drafts with p, q, alpha, u and accept/reject, the resampled or bonus token, timings, stats)
-    and a one-line summary. The defaults are the recommended settings (specdec_core.config.recommended_config,
+    and a one-line summary. With batch_size above 1 the prompt is decoded in a batch with other users' requests
+    (schema specdec-trace/2: the prompt's row as above, the other rows, the batch's forwards and pooled figures in
+    "batch"). The defaults are the recommended settings (specdec_core.config.recommended_config,
     the same as the Live tab's first values and the CLI's defaults); a value passed explicitly is used as given.
 
     Parameters:
@@ -77,9 +81,10 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         tree_nodes: 0 = a chain of drafts; 1-32: a token tree of up to this many drafted nodes per iteration (depth <= k), every node verified in one target forward (the trace's iterations then carry a "tree")
         tree_top_k: the most children per tree node, 1-8
         sampler: "standard" (speculative sampling: accept iff u < min(1, p/q), the residual on a rejection) or "coupled" (drafter-invariant: noise keyed by seed and position; the text equals the coupled target-only sample for the same seed whatever the draft, K or tree; the baseline is coupled too)
+        batch_size: 1 (default) = the prompt alone; 2-16: the prompt in row 1 and other users' requests in the other rows, decoded together (one draft pass and one target verify per iteration for every row; row b uses seed + b - 1); tree_nodes must be 0; with baseline, the batched target-only run and the pooled speedup
     Returns:
         trace: the trace as a dict (specdec_core.Trace.from_dict reads it back)
-        summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline)
+        summary: the run in one line (tokens, iterations, acceptance, tokens/s, measured speedup with a baseline; a batch: pooled and per row, the per-draft acceptance rate and the mean acceptance length)
     """
     if not isinstance(pair, str) or pair not in pair_keys():
         raise page_error(f"pair must be one of {', '.join(pair_keys())}; got {pair!r}")
@@ -96,12 +101,17 @@ def generate(pool: Pool, prompt: str, pair: str = DEFAULT_PAIR, k: int = DEFAULT
         policy = adaptive                      # false = fixed K, true = the heuristic (make_config)
     cfg = make_config(k, temperature, top_k, top_p, max_new_tokens, seed, policy, confidence_stop, tree_nodes,
                       tree_top_k, sampler=sampler)
+    batch = check_batch(batch_size, cfg)
     chat_, baseline_ = _flag("chat", chat), _flag("baseline", baseline)
-    session = run_session(pool, pair, prompt, cfg, chat=chat_, with_baseline=bool(baseline_))
+    session = run_session(pool, pair, prompt, cfg, chat=chat_, with_baseline=bool(baseline_), batch_size=batch)
     with contextlib.closing(session):
         for event in session:              # waits in turn; a run past a limit is cut, its trace kept
             trace = event.trace            # the last event ("done") carries the finished trace
-    return trace.to_dict(), summary_line(trace)
+    return trace.to_dict(), _summary(trace)
+
+
+def _summary(trace: Trace) -> str:
+    return summary_line(trace) if trace.batch is None else batch_summary_line(trace)
 
 
 def validate_trace(trace: str | dict) -> str:
@@ -133,7 +143,7 @@ def validate_trace(trace: str | dict) -> str:
     else:
         raise page_error(f"trace must be JSON text or a JSON object, got {type(trace).__name__}")
     try:
-        return summary_line(Trace.from_dict(data))
+        return _summary(Trace.from_dict(data))
     except (ValueError, RecursionError) as e:
         raise page_error(str(e) if isinstance(e, ValueError) else "trace is not a trace: nested too deeply") from e
 

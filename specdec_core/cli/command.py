@@ -1,4 +1,4 @@
-"""Command line: python -m specdec_core --prompt "..." [--baseline] [--json OUT] (installed: ``specdec``).
+"""Command line: python -m specdec_core --prompt "..." [--baseline] [--batch B] [--json OUT] (installed: ``specdec``).
 
 Bad input (a setting out of range, an unknown model name, a device this machine lacks, a ``--json`` path that
 cannot be written) gets one line on stderr and exit status 2, before any model loads (``check_args``)."""
@@ -11,7 +11,8 @@ import sys
 
 from .. import limits
 from ..config import SpecConfig, recommended_config
-from ..limits import MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
+from ..limits import MAX_BATCH, MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
+from .batch import batch_lines, batch_number, batch_prompts, batch_texts, run_batch
 
 
 class Parser(argparse.ArgumentParser):
@@ -66,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "keyed by seed and position: "
                          "the text equals the coupled target-only run's for the same seed, whatever the draft, K or "
                          f"tree; --baseline is then coupled too); default {rec.sampler}")
+    ap.add_argument("--batch", type=batch_number, default=1, metavar="B",
+                    help=f"decode the prompt in a batch of B rows with B - 1 other users' requests, one draft pass and "
+                         f"one target verify per iteration for every row (1..{MAX_BATCH}; default 1 = the prompt "
+                         "alone; needs --tree-nodes 0); prints every row and the pooled figures")
     ap.add_argument("--raw", action="store_true", help="do not apply the chat template")
     ap.add_argument("--baseline", action="store_true", help="also run target-only generation and compare")
     ap.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
@@ -75,9 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(args: argparse.Namespace) -> SpecConfig:
     """Every check of the command line that needs no model, so that bad input is refused before anything
-    loads: the settings (``recommended_config``), the prompt, the model names, the device and the output
-    path (ValueError). Returns the run's settings."""
+    loads: the settings (``recommended_config``), the batch size, the prompt, the model names, the device and the
+    output path (ValueError). Returns the run's settings; ``args.batch`` becomes the checked batch size."""
     cfg = config_from_args(args)
+    args.batch = limits.check_batch(args.batch)
+    limits.check_batch_trees(args.batch, cfg.tree_nodes)
     limits.check_prompt(args.prompt)
     check_pair(args.target, args.draft)
     check_device(args.device)
@@ -245,17 +252,23 @@ def run(args: argparse.Namespace) -> int:
         args.draft = "feature" if args.target == "bundled" else "ngram"
     cfg = check_args(args)
     target, drafter = load_pair(args.target, args.draft, args.device)
-    ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
-    limits.check_context(len(ids), cfg.max_new_tokens, limits.context_length(target.model))
+    if args.batch > 1:
+        texts, ids = batch_prompts(args, cfg, target)      # every row checked against the context
+    else:
+        ids = encode_prompt(target.tokenizer, args.prompt, chat=not args.raw)
+        limits.check_context(len(ids), cfg.max_new_tokens, limits.context_length(target.model))
     warm_up(*{id(m): m for m in (target.model, getattr(drafter, "model", target.model))}.values())
-    trace = speculative_generate(target.model, drafter, ids, cfg, target.tokenizer, prompt=args.prompt,
-                                 meta={"target": target.label, "draft": args.draft})
-    if args.baseline:
-        trace.baseline = baseline_generate(target.model, ids, cfg, target.tokenizer)
-        fill_stats(trace)
-    print(trace.text)
-    print("---")
-    print("\n".join(summary_lines(trace, trace.baseline)))
+    if args.batch > 1:
+        trace = run_batch(args, cfg, target, drafter, texts, ids)
+        lines = [*batch_texts(trace), "---", *batch_lines(trace, settings_line(trace.config))]
+    else:
+        trace = speculative_generate(target.model, drafter, ids, cfg, target.tokenizer, prompt=args.prompt,
+                                     meta={"target": target.label, "draft": args.draft})
+        if args.baseline:
+            trace.baseline = baseline_generate(target.model, ids, cfg, target.tokenizer)
+            fill_stats(trace)
+        lines = [trace.text, "---", *summary_lines(trace, trace.baseline)]
+    print("\n".join(lines))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(trace.to_dict(), f)
