@@ -53,7 +53,8 @@ def pool(bundled, one_thread):
 def _frames(pool, args: dict, control=None) -> list[tuple]:
     return list(run_live(pool, args["pair"], args["prompt"], args["k"], args["k_policy"], args["temperature"],
                          args["top_k"], args["top_p"], args["max_new_tokens"], args["seed"], args["with_baseline"],
-                         args["chat"], control, confidence_stop=args["confidence_stop"]))
+                         args["chat"], control, confidence_stop=args["confidence_stop"],
+                         batch_size=args.get("batch_size", 1)))
 
 
 PROBLEMS: list[str] = []

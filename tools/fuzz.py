@@ -22,7 +22,7 @@ NAN, INF = float("nan"), float("inf")
 VALID_RUN: dict[str, Any] = {"pair": "bundled|ngram", "prompt": "Repeat exactly: one two three, one two three.",
                              "k": 2, "k_policy": "fixed", "temperature": 0.0, "top_k": 0, "top_p": 1.0,
                              "max_new_tokens": 2, "seed": 0, "with_baseline": False, "chat": True,
-                             "confidence_stop": 0.0}
+                             "confidence_stop": 0.0, "batch_size": 1}
 
 # words a refusal must contain (any of them, case-insensitive) to "name the field"
 FIELD_WORDS: dict[str, tuple[str, ...]] = {
@@ -30,7 +30,7 @@ FIELD_WORDS: dict[str, tuple[str, ...]] = {
     "temperature": ("temperature",), "top_k": ("top-k", "top_k"), "top_p": ("top-p", "top_p"),
     "max_new_tokens": ("max new tokens", "max_new_tokens"), "seed": ("seed",),
     "k_policy": ("k policy", "k_policy"), "with_baseline": ("baseline",), "chat": ("chat",),
-    "confidence_stop": ("confidence stop",), "value": ("iteration",), "file": ("file", "trace", "json", "upload"),
+    "confidence_stop": ("confidence stop",), "batch_size": ("batch size",), "value": ("iteration",), "file": ("file", "trace", "json", "upload"),
     "example": ("example",),
 }
 
@@ -76,6 +76,7 @@ def run_palettes(rng: random.Random) -> dict[str, list[tuple[Any, bool]]]:
         "with_baseline": _odd(False, None, 0),
         "chat": _odd(True, False, None, 0, 1),
         "confidence_stop": _bad(*_NOT_NUMBERS, NAN, INF, -INF, -0.1, 0.96, 1.0, 2, True) + _odd(0.0, 0.3, 0.95, 0),
+        "batch_size": ints + _bad(0, -1, 17, 10**6) + _odd(1, 2, 3.0),
     }
 
 
