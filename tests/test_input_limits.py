@@ -1,7 +1,8 @@
 """One set of input limits (``specdec_core/limits.py``) behind every entrance: the same hostile value gets the
 same refusal from the Live tab, a link, /generate, the Exactness lab, the Simulator, Draft comparison, K sweep,
-the command line and ``advise``. The context check runs on a tiny target of few positions that shares the
-bundled tokenizer (no generation is needed to refuse)."""
+the command line and ``advise``; a batch size (0, 10⁶, −1, 2.5, "abc", a batch with token trees, a batch whose
+other row overflows the context) from the Live tab, a link, /generate and the command line. The context check runs
+on a tiny target of few positions that shares the bundled tokenizer (no generation is needed to refuse)."""
 from __future__ import annotations
 
 import threading
@@ -208,3 +209,80 @@ def test_an_unknown_sampler_gets_the_same_refusal_everywhere(tiny_pool, capsys):
     assert _refusal(lambda: run_lab(tiny_pool, "ngram", OK_PROMPT, True, 0.5, 1, 4, 0.0, 0, 1.0, 10, 1, False, False,
                                     False, 1.0, False, "nope", progress=None)) == expected
     assert _cli(["--prompt", OK_PROMPT, "--draft", "ngram", "--sampler", "nope"], capsys) == expected
+
+
+# --- the batch size: the same words from the Live tab, a link, /generate and the command line ----------------
+
+BATCH_RANGE = "batch size must be between 1 (one sequence) and 16, got {}"
+BATCH_WHOLE = "batch size must be a whole number, got {}"
+HOSTILE_BATCHES = [(0, BATCH_RANGE.format(0)), (10**6, BATCH_RANGE.format(1000000)), (-1, BATCH_RANGE.format(-1)),
+                   (2.5, BATCH_WHOLE.format(2.5)), ("abc", BATCH_WHOLE.format("'abc'"))]
+
+
+def _batch_refusal(name: str, pool: TinyPool, batch, capsys, prompt: str = OK_PROMPT, max_new: int = 16,
+                   tree_nodes: int = 0) -> str:
+    """The refusal of a batch of ``batch`` rows at the entrance ``name`` (a link and the command line get it as
+    text, the way they carry every value)."""
+    if name == "live":
+        return _refusal(lambda: run_live(pool, "bundled|ngram", prompt, 4, "fixed", 0.0, 0, 1.0, max_new, 1, False,
+                                         True, None, tree_nodes=tree_nodes, batch_size=batch))
+    if name == "generate":
+        return _refusal(lambda: generate(pool, prompt, pair="bundled|ngram", k_policy="fixed", max_new_tokens=max_new,
+                                         tree_nodes=tree_nodes, batch_size=batch))
+    if name == "link":
+        link = parse_live_query({"batch_size": [str(batch)], "tree_nodes": [str(tree_nodes)], "run": ["1"]},
+                                page_defaults())
+        assert link.settings is None and len(link.problems) == 1
+        return link.problems[0]
+    return _cli(["--prompt", prompt, "--draft", "ngram", "--k-policy", "fixed", "--max-new-tokens", str(max_new),
+                 "--batch", str(batch), "--tree-nodes", str(tree_nodes)], capsys)
+
+
+@pytest.mark.parametrize("name", ["live", "generate", "link", "cli"])
+@pytest.mark.parametrize("batch, expected", HOSTILE_BATCHES, ids=[str(b) for b, _ in HOSTILE_BATCHES])
+def test_a_hostile_batch_size_gets_the_same_refusal_everywhere(tiny_pool, name, batch, expected, capsys):
+    assert _batch_refusal(name, tiny_pool, batch, capsys) == expected
+
+
+@pytest.mark.parametrize("name", ["live", "generate", "link", "cli"])
+def test_a_batch_with_token_trees_gets_the_same_refusal_everywhere(tiny_pool, name, capsys):
+    expected = "token trees run one sequence at a time: with a batch size of 3, set tree nodes to 0 (a chain), got 4"
+    assert _batch_refusal(name, tiny_pool, 3, capsys, tree_nodes=4) == expected
+
+
+def _overflowing_row(pool: TinyPool, rows: int, max_new: int) -> tuple[str, str]:
+    """A short prompt whose batch of ``rows`` has a later row (another user's, longer request) that does not fit
+    the tiny target's context with ``max_new`` new tokens, while the prompt's own row does; the refusal naming it."""
+    from specdec_core.batch.requests import fill_batch
+    prompt = "Hi"
+    counts = [len(pool.lm.tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                        add_generation_prompt=True)["input_ids"])
+              for text in fill_batch(prompt, rows)]
+    row = next(i for i, n in enumerate(counts, 1) if n + max_new > CONTEXT)
+    assert row > 1, counts
+    n = counts[row - 1]
+    tail = (f"the model's context is {CONTEXT} tokens." if n >= CONTEXT
+            else f"with {max_new} new tokens that exceeds the model's context of {CONTEXT} tokens.")
+    return prompt, f"Row {row} of the batch: The prompt is {n} tokens; {tail}"
+
+
+@pytest.mark.parametrize("name", ["live", "generate", "link-run", "cli"])
+def test_a_batch_row_beyond_the_targets_context_is_named_in_the_same_words_everywhere(tiny_pool, tiny_folder, name,
+                                                                                      capsys):
+    """Your prompt fits; another user's request beside it, with the new tokens asked for, does not: the refusal
+    names that row. A link carries the batch size and the run it asks for is the Live tab's: refused there."""
+    prompt, expected = _overflowing_row(tiny_pool, 3, 24)
+    if name == "cli":
+        message = _cli(["--prompt", prompt, "--target", tiny_folder, "--draft", "ngram", "--k-policy", "fixed",
+                        "--max-new-tokens", "24", "--batch", "3"], capsys)
+    elif name == "link-run":
+        link = parse_live_query({"prompt": [prompt], "pair": ["bundled|ngram"], "max_new_tokens": ["24"],
+                                 "k_policy": ["fixed"], "batch_size": ["3"], "run": ["1"]}, page_defaults())
+        s = link.settings
+        assert s is not None and s.batch_size == 3 and link.run
+        message = _refusal(lambda: run_live(tiny_pool, s.pair, s.prompt, s.k, s.k_policy, s.temperature, s.top_k,
+                                            s.top_p, s.max_new_tokens, s.seed, False, s.chat, None,
+                                            batch_size=s.batch_size))
+    else:
+        message = _batch_refusal(name, tiny_pool, 3, capsys, prompt=prompt, max_new=24)
+    assert message == expected
