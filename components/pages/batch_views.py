@@ -18,6 +18,7 @@ from specdec_core import Trace
 from components.render.batch import batch_acceptance_figure, batch_summary_html, batch_timeline_figure, rows_html
 
 N_BATCH_OUTPUTS = 4       # rows, summary, timeline, acceptance
+MIN_COLUMN_PX = 320       # the summary and the acceptance figure share a row down to this width each
 
 
 @dataclass
@@ -40,11 +41,13 @@ def build_batch_views(prefix: str = "", initial: Trace | None = None) -> BatchVi
     ``#{prefix}plot-batch-acceptance``: visible with ``initial``'s batch, hidden until a batched trace comes."""
     shown = _batched(initial)
     rows = gr.HTML(rows_html(initial) if shown else "", visible=shown, elem_id=f"{prefix}batch-rows")
-    with gr.Row():
-        summary = gr.HTML(batch_summary_html(initial) if shown else "", visible=shown,
-                          elem_id=f"{prefix}batch-summary")
-        acceptance = gr.Plot(batch_acceptance_figure(initial) if shown else None, visible=shown, show_label=False,
-                             elem_id=f"{prefix}plot-batch-acceptance")
+    with gr.Row():                 # side by side on a wide page, one under the other on a phone
+        with gr.Column(scale=1, min_width=MIN_COLUMN_PX):
+            summary = gr.HTML(batch_summary_html(initial) if shown else "", visible=shown,
+                              elem_id=f"{prefix}batch-summary")
+        with gr.Column(scale=1, min_width=MIN_COLUMN_PX):
+            acceptance = gr.Plot(batch_acceptance_figure(initial) if shown else None, visible=shown,
+                                 show_label=False, elem_id=f"{prefix}plot-batch-acceptance")
     timeline = gr.Plot(batch_timeline_figure(initial) if shown else None, visible=shown, show_label=False,
                        elem_id=f"{prefix}plot-batch-timeline")
     return BatchViews(rows, summary, timeline, acceptance)

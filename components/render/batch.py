@@ -49,7 +49,6 @@ CSS = """
 .sd-row h4 { margin: 0; font-size: 15px; line-height: 1.4; }
 .sd-row .sd-request, .sd-row .sd-row-figs { font-size: 13px; line-height: 1.4; color: #333; margin: 2px 0 4px;
   overflow-wrap: anywhere; }
-.sd-row .sd-stream { overflow-wrap: anywhere; }
 .sd-batch-summary .sd-scroll { overflow-x: auto; max-width: 100%; }
 .sd-batch-summary td, .sd-batch-summary th { vertical-align: top; }
 """
@@ -268,7 +267,10 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
                       row=1, col=1)
         lanes.append(LANE_BASELINE)
     xs = [f.t_start_ms for f in batch.forwards]
-    fig.add_trace(go.Scatter(name="rows in the batch", x=xs, y=[len(f.rows) for f in batch.forwards], mode="lines",
+    last = batch.forwards[-1]
+    end = last.t_start_ms + sum(last.draft_ms) + last.verify_ms + last.other_ms    # the rows' line runs to the end
+    fig.add_trace(go.Scatter(name="rows in the batch", x=[*xs, end], y=[len(f.rows) for f in (*batch.forwards, last)],
+                             mode="lines",
                              line={"shape": "hv", "color": pal.ACCEPTED, "width": 3},
                              hovertemplate="from %{x:.0f} ms: %{y} rows<extra></extra>"), row=2, col=1)
     fig.add_trace(go.Scatter(name="K asked of each row", x=xs, y=[f.k for f in batch.forwards], mode="markers",
@@ -278,7 +280,7 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
     apply_layout(fig, title, height=480, barmode="overlay", bargap=0.35)
     fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", showgrid=False, row=1, col=1)
     fig.update_yaxes(title_text="rows · K", rangemode="tozero", dtick=max(1, batch.size // 4), row=2, col=1)
-    fig.update_xaxes(title_text="ms since the run started (each run on its own clock)", row=2, col=1)
+    fig.update_xaxes(title_text="ms since each run started", row=2, col=1)
     return fig
 
 
