@@ -35,6 +35,7 @@ from components.pages.presenter import KEYBOARD_JS, PRESENTER_CSS, build_present
 from components.pages.replay import build_replay_tab
 from components.pages.teaching import add_teaching_tabs
 from components.pages.theme import A11Y_CSS, theme
+from components.render.batch import CSS as BATCH_CSS
 from components.render.classroom import CSS as CLASS_CSS
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
@@ -59,7 +60,7 @@ PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + CLASS_CSS + A11Y_CSS + """
 .sd-summary th, .sd-summary td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e3e3; }
 .sd-summary .sd-label, .sd-summary .sd-note { font-size: 13px; color: #444; margin: 4px 0; }
 .sd-status { font-size: 14px; padding: 2px 0; }
-"""
+""" + BATCH_CSS                        # after the summary's rules: a batch's summary table is narrower
 
 
 def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:

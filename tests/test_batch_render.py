@@ -85,9 +85,9 @@ def test_acceptance_is_drawn_per_row_and_pooled_under_both_names():
     assert list(rates.x) == ["row 1 (you)", "row 2"] and list(rates.y) == [pytest.approx(2 / 3), None]
     assert list(pooled_rate.y) == [pytest.approx(2 / 3)] and "nothing drafted" in rates.hovertext[1]
     assert list(lengths.y) == [2.0, 1.0] and list(pooled_length.y) == [pytest.approx(5 / 3)]
-    titles = [a.text for a in fig.layout.annotations]
-    assert titles == ["per-draft acceptance rate (accepted ÷ drafted)",
-                      "mean acceptance length (tokens / target forward)"]
+    assert [a.text for a in fig.layout.annotations] == ["per-draft acceptance rate", "mean acceptance length"]
+    assert (fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text) == ("accepted ÷ drafted",
+                                                                           "tokens ÷ target forwards")
 
 
 def test_the_summary_gives_each_row_and_the_pool_and_says_which_row_differs():
@@ -115,7 +115,9 @@ def test_the_rows_stand_side_by_side_coloured_by_fate_with_their_requests_escape
     row1 = page.split('<section class="sd-row sd-row-you"')[1].split("</section>")[0]
     assert row1.count("sd-tok sd-acc") == 2 and row1.count("sd-tok sd-bonus") == 1
     assert row1.count("sd-tok sd-rej") == 1 and row1.count("sd-tok sd-res") == 1
-    assert "grid-template-columns: repeat(auto-fit, minmax(min(100%, 300px), 1fr))" in page   # stacks on a phone
+    assert "grid-template-columns: repeat(auto-fit, minmax(min(100%, 300px), 1fr))" in rb.CSS  # stacks on a phone
+    import app
+    assert app.PAGE_CSS.endswith(rb.CSS)          # the page's stylesheet, after the summary's rules it narrows
 
 
 def test_a_single_run_has_no_batch_views():

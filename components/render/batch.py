@@ -30,7 +30,6 @@ from components.render import palette as pal
 from components.render.base import apply_layout, empty_figure, is_greedy
 from components.render.measures import identical_to_baseline
 from components.render.summary import FINISH
-from components.render.tokens import CSS as TOKENS_CSS
 from components.render.tokens import iteration_html, legend_html
 
 RATE_NAME = "per-draft acceptance rate"
@@ -38,6 +37,9 @@ RATE_MEANS = "accepted ÷ drafted"
 LENGTH_NAME = "mean acceptance length"
 LENGTH_MEANS = "tokens emitted per target forward, the bonus or resampled token counted"
 REQUEST_CHARS = 140            # a row's request is shown up to this many characters (all of it on hover)
+
+# the page's stylesheet (app.PAGE_CSS, after the summary's rules, with the token stream's): the rows in a grid that
+# stacks on a phone, each scrolling inside itself; a narrower summary table that fits a phone
 
 CSS = """
 .sd-batch-head { font-size: 14px; line-height: 1.5; color: #222; margin: 0 0 6px; }
@@ -47,10 +49,12 @@ CSS = """
 .sd-row:focus-visible { outline: 3px solid #0072B2; }
 .sd-row-you { border: 2px solid #111; }
 .sd-row h4 { margin: 0; font-size: 15px; line-height: 1.4; }
+.sd-row .sd-stream { word-break: normal; overflow-wrap: break-word; }
 .sd-row .sd-request, .sd-row .sd-row-figs { font-size: 13px; line-height: 1.4; color: #333; margin: 2px 0 4px;
   overflow-wrap: anywhere; }
 .sd-batch-summary .sd-scroll { overflow-x: auto; max-width: 100%; }
-.sd-batch-summary td, .sd-batch-summary th { vertical-align: top; }
+.sd-batch-summary table { font-size: 13px; table-layout: fixed; }
+.sd-batch-summary th, .sd-batch-summary td { vertical-align: top; padding: 3px 4px; overflow-wrap: anywhere; }
 """
 
 
@@ -108,7 +112,7 @@ def rows_html(trace: Trace | None) -> str:
             f"{len(rows) - 1} other users' requests, decoded together — every iteration one draft pass and ONE "
             "target forward that verifies every row still running; each row keeps its own accepted tokens and "
             "leaves the batch when it ends.</p>")
-    return (f'<div class="sd-tokens sd-batch-rows"><style>{TOKENS_CSS}{CSS}</style>{head}{legend_html(greedy)}'
+    return (f'<div class="sd-tokens sd-batch-rows">{head}{legend_html(greedy)}'
             f'<div class="sd-batch-grid">{"".join(boxes)}</div></div>')
 
 
@@ -146,6 +150,11 @@ def pooled_speedup_text(trace: Trace) -> str:
     return "– (no baseline in this run)"
 
 
+def _soft(name: str) -> str:
+    """A header that may break inside its long word on a phone ("accept-ance")."""
+    return name.replace("acceptance", "accept&shy;ance")
+
+
 def _row_identical(row: Trace) -> str:
     same = identical_to_baseline(row)
     return "–" if same is None else ("yes" if same else "no")
@@ -170,10 +179,9 @@ def batch_summary_html(trace: Trace | None) -> str:
              f"iterations (one target verify each) · measured on {_esc(cfg.get('device', '?'))} in "
              f"{_esc(cfg.get('dtype', '?'))}")
     head = ('<tr><th scope="col">row</th><th scope="col">tokens</th>'
-            f'<th scope="col">{RATE_NAME} ({RATE_MEANS})</th>'
-            f'<th scope="col">{LENGTH_NAME} (tokens per target forward)</th>'
-            '<th scope="col">identical to its baseline row</th></tr>')
-    return (f'<div class="sd-summary sd-batch-summary"><style>{CSS}</style><p class="sd-label">{label}</p>'
+            f'<th scope="col">{_soft(RATE_NAME)}</th><th scope="col">{_soft(LENGTH_NAME)}</th>'
+            '<th scope="col">= its base&shy;line row</th></tr>')
+    return (f'<div class="sd-summary sd-batch-summary"><p class="sd-label">{label}</p>'
             f'<div class="sd-scroll" role="region" tabindex="0" aria-label="per-row figures">'
             f"<table><thead>{head}</thead><tbody>{body}</tbody></table></div>"
             f"<p><strong>pooled measured speedup over the batched baseline</strong>: "
@@ -224,7 +232,7 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
     """Top: each batch iteration's draft steps (over every active row), its ONE verify forward (every active row's
     last token and drafts) and its host time, on the run's clock, with the batched baseline's steps in a lane
     beneath (its own clock, from 0). Bottom: the rows still in the batch and the K asked of them, per iteration."""
-    title = "The batch's forwards: one draft pass and ONE verify per iteration for every row still running"
+    title = "The batch's forwards: its draft steps and ONE verify per iteration"
     if trace is None or trace.batch is None:
         return empty_figure(title, NO_BATCH)
     batch = trace.batch
@@ -287,14 +295,13 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
 def batch_acceptance_figure(trace: Trace | None) -> go.Figure:
     """Each row's and the pooled per-draft acceptance rate (accepted ÷ drafted, with its Wilson 95 % interval),
     and each row's and the pooled mean acceptance length (tokens per target forward)."""
-    title = "Acceptance, each row and pooled: two figures, two meanings"
+    title = "Acceptance, each row and pooled"
     if trace is None or trace.batch is None:
         return empty_figure(title, NO_BATCH)
     rows, st = trace.rows(), trace.batch.stats
     if not st.row_iterations:
         return empty_figure(title, "The batch's first iteration is on its way.")
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22,
-                        subplot_titles=(f"{RATE_NAME} ({RATE_MEANS})", f"{LENGTH_NAME} (tokens / target forward)"))
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, subplot_titles=(RATE_NAME, LENGTH_NAME))
     names = [_short_label(b) for b in range(len(rows))]
     counts = [(r.stats.accepted, r.stats.drafted) for r in rows]
 
@@ -321,8 +328,8 @@ def batch_acceptance_figure(trace: Trace | None) -> go.Figure:
                          hovertext=[f"pooled: {st.new_tokens} tokens in {st.row_iterations} row-forwards = "
                                     f"{st.mean_acceptance_length:.2f} per forward"], hoverinfo="text"), row=2, col=1)
     apply_layout(fig, title, height=520, bargap=0.3)
-    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title_text=RATE_MEANS, range=[0, 1.05], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(title_text="tokens ÷ target forwards", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(categoryorder="array", categoryarray=[*names, "pooled"])
     return fig
 
