@@ -95,7 +95,7 @@ def test_the_summary_gives_each_row_and_the_pool_and_says_which_row_differs():
     page = rb.batch_summary_html(trace)
     assert '<th scope="row">row 1 (you)</th><td>4</td><td>66.7% (2/3)</td><td>2.00</td><td>yes</td>' in page
     assert '<th scope="row">row 2</th><td>1</td><td>– (nothing drafted)</td><td>1.00</td><td>no</td>' in page
-    assert "all rows (pooled)</th><td>5</td><td>66.7% (2/3)</td><td>1.67</td><td>no</td>" in page
+    assert '<th scope="row">pooled</th><td>5</td><td>66.7% (2/3)</td><td>1.67</td><td>no</td>' in page
     assert "pooled measured speedup over the batched baseline</strong>: ×1.25" in page
     assert "every row's text equals its baseline row</strong>: no (1 of 2 rows)" in page
     assert "tiny &lt;i&gt;target&lt;/i&gt;" in page and "<i>" not in page

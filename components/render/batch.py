@@ -54,7 +54,7 @@ CSS = """
   overflow-wrap: anywhere; }
 .sd-batch-summary .sd-scroll { overflow-x: auto; max-width: 100%; }
 .sd-batch-summary table { font-size: 13px; table-layout: fixed; }
-.sd-batch-summary th, .sd-batch-summary td { vertical-align: top; padding: 3px 4px; overflow-wrap: anywhere; }
+.sd-batch-summary th, .sd-batch-summary td { vertical-align: top; padding: 3px 3px; overflow-wrap: break-word; }
 """
 
 
@@ -150,6 +150,9 @@ def pooled_speedup_text(trace: Trace) -> str:
     return "– (no baseline in this run)"
 
 
+COLUMNS = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (19, 17, 24, 21, 19)) + "</colgroup>"
+
+
 def _soft(name: str) -> str:
     """A header that may break inside its long word on a phone ("accept-ance")."""
     return name.replace("acceptance", "accept&shy;ance")
@@ -171,7 +174,7 @@ def batch_summary_html(trace: Trace | None) -> str:
                    f"<td>{_esc(_pct(row.stats.accepted, row.stats.drafted))}</td>"
                    f"<td>{row.stats.mean_tokens_per_iteration:.2f}</td><td>{_row_identical(row)}</td></tr>"
                    for b, row in enumerate(trace.rows()))
-    body += (f'<tr class="sd-pooled"><th scope="row">all rows (pooled)</th><td>{st.new_tokens}</td>'
+    body += (f'<tr class="sd-pooled"><th scope="row">pooled</th><td>{st.new_tokens}</td>'
              f"<td>{_esc(_pct(st.accepted, st.drafted))}</td><td>{st.mean_acceptance_length:.2f}</td>"
              f"<td>{_esc(_identical_text(trace, rows_identical(trace)).split(' (')[0])}</td></tr>")
     label = (f"Batch of {trace.batch.size} · target {_esc(cfg.get('target', '?'))} · draft "
@@ -183,7 +186,7 @@ def batch_summary_html(trace: Trace | None) -> str:
             '<th scope="col">= its base&shy;line row</th></tr>')
     return (f'<div class="sd-summary sd-batch-summary"><p class="sd-label">{label}</p>'
             f'<div class="sd-scroll" role="region" tabindex="0" aria-label="per-row figures">'
-            f"<table><thead>{head}</thead><tbody>{body}</tbody></table></div>"
+            f"<table>{COLUMNS}<thead>{head}</thead><tbody>{body}</tbody></table></div>"
             f"<p><strong>pooled measured speedup over the batched baseline</strong>: "
             f"{_esc(pooled_speedup_text(trace))}</p>"
             f"<p><strong>every row's text equals its baseline row</strong>: "
