@@ -50,12 +50,12 @@ def frames(pool) -> list[tuple]:
 def test_a_live_batch_streams_every_row_then_the_batched_baseline(frames):
     final = Trace.from_dict(frames[-1][TRACE])
     assert final.to_dict()["schema"] == "specdec-trace/2" and final.batch.size == ROWS
-    spec = [f for f in frames if "Batched speculative decoding (3 rows):" in f[STATUS]]
+    spec = [f for f in frames if "Batched speculative decoding (3 rows): iteration" in f[STATUS]]
     assert len(spec) == len(final.batch.forwards) - 1                 # every batch iteration but the last, drawn
     grown = [Trace.from_dict(f[TRACE]).batch.stats.new_tokens for f in spec]
     assert grown == sorted(grown) and grown[0] < final.batch.stats.new_tokens
     assert all(f[BATCH_ROWS].value.count('<section class="sd-row') == ROWS for f in spec)      # every row shown
-    assert any("Baseline (target only, batched)" in f[STATUS] for f in frames)
+    assert any("Batched baseline (target only):" in f[STATUS] for f in frames)
     assert "Done." in frames[-1][STATUS] and "48 tokens in 3 rows" in frames[-1][STATUS]
 
 
@@ -137,3 +137,40 @@ def test_the_command_line_runs_a_batch(pool, monkeypatch, capsys, tmp_path):
     assert "every row identical to its baseline row: yes (3 of 3)" in printed and "pooled speedup: ×" in printed
     trace = Trace.from_dict(json.loads(out.read_text(encoding="utf-8")))
     assert trace.batch.size == ROWS and json.loads(out.read_text())["schema"] == "specdec-trace/2"
+
+
+# --- the session's other paths, on a tiny random target over the bundled tokenizer (fast) ---------------------
+
+class TinyPool(BundledPool):
+    def __init__(self, tokenizer):
+        from conftest import make_tiny_lm
+        super().__init__(make_tiny_lm(vocab_size=len(tokenizer), seed=3, hidden=16), tokenizer)
+
+
+@pytest.fixture(scope="module")
+def tiny(bundled, one_thread):
+    return TinyPool(bundled[1])
+
+
+def test_a_cost_aware_batch_measures_its_prices_first_and_says_so(tiny):
+    frames = list(run_live(tiny, PAIR_NGRAM, "Repeat: one two three, one two three.", 2, "cost", 0.0, 0, 1.0, 6, 0,
+                           False, True, None, batch_size=2, frame_s=0.0, figure_s=0.0))
+    waits = [f[STATUS] for f in frames if "Measuring this machine&#x27;s batch prices" in f[STATUS]]
+    assert len(waits) == 1 and all(isinstance(x, dict) for x in frames[0][:STATUS])     # a wait changes nothing else
+    trace = Trace.from_dict(frames[-1][TRACE])
+    assert trace.batch.prices is not None and trace.config["k_policy"] == "cost"
+    assert all(f.k_reason.startswith("batch of ") for f in trace.batch.forwards)
+
+
+def test_stop_ends_every_row_still_running(tiny):
+    control = {"stop": False}
+    gen = run_live(tiny, PAIR_NGRAM, "Count: one two three four five six.", 2, "fixed", 0.0, 0, 1.0, 40, 0, True, True,
+                   control, batch_size=4, frame_s=0.0, figure_s=0.0)
+    next(gen)                                    # the first iteration is on the page
+    control["stop"] = True                       # (run_live reset the flag it was given when it started)
+    last = list(gen)[-1]
+    trace = Trace.from_dict(last[TRACE])
+    assert "Stopped: kept what was produced." in last[STATUS]
+    assert {row.finish_reason for row in trace.rows()} <= {"stopped", "eos", "length"}
+    assert "stopped" in {row.finish_reason for row in trace.rows()}
+    assert trace.batch.baseline is None and all(row.baseline is None for row in trace.rows())   # no baseline

@@ -18,8 +18,8 @@ import contextlib
 import html
 import time
 import urllib.parse
-from dataclasses import astuple
 from collections.abc import Callable, Iterator
+from dataclasses import astuple
 from typing import Any
 
 import gradio as gr
@@ -137,12 +137,29 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
             *batch_baseline_updates(trace, full), trace.to_dict(), skip, _status(message))
 
 
-def _progress(trace: Trace) -> str:
-    """"{n} tokens in {m} iterations", a batch's counted over every row."""
+def _running(trace: Trace, slow: bool) -> str:
+    """The status line while the speculative run streams (a batch's tokens counted over every row)."""
+    how = " (slow motion)" if slow else ""
     if trace.batch is None:
-        return f"{trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations"
+        return f"Speculative decoding{how}: iteration {len(trace.iterations)}, {trace.stats.new_tokens} tokens…"
     st = trace.batch.stats
-    return f"{st.new_tokens} tokens in {trace.batch.size} rows, {st.iterations} batch iterations"
+    return (f"Batched speculative decoding ({trace.batch.size} rows){how}: iteration {st.iterations}, "
+            f"{st.new_tokens} tokens in all rows…")
+
+
+def _baseline_running(trace: Trace) -> str:
+    if trace.batch is None:
+        return f"Baseline (target only): {len(trace.baseline.new_token_ids)} tokens…"
+    return f"Batched baseline (target only): {trace.batch.baseline.new_tokens} tokens in all rows…"
+
+
+def _done(trace: Trace, ending: str) -> str:
+    if trace.batch is None:
+        return (f"{ending} {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations. Step through them "
+                "below, or download the trace.")
+    st = trace.batch.stats
+    return (f"{ending} {st.new_tokens} tokens in {trace.batch.size} rows, {st.iterations} batch iterations. Step "
+            "through row 1 (your request) below, or download the trace.")
 
 
 def _hold(seconds: float, control: dict) -> None:
@@ -173,9 +190,6 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
     skip = gr.skip()
     session = run_session(pool, pair_key, prompt, cfg, chat=chat, with_baseline=with_baseline,
                           should_stop=lambda: control["stop"], batch_size=batch)
-    what = "Speculative decoding" if batch == 1 else f"Batched speculative decoding ({batch} rows)"
-    base_what = "Baseline (target only)" if batch == 1 else "Baseline (target only, batched)"
-    steps = "Step through them below" if batch == 1 else "Step through row 1 (your request) below"
     with contextlib.closing(session):        # an error while drawing still frees the models at once
         for event in session:
             trace = event.trace
@@ -183,21 +197,20 @@ def run_live(pool: Pool, pair_key: str, prompt: str, k: Any, k_policy: Any, temp
                 yield (*[skip] * (N_VIEW_OUTPUTS + N_BATCH_OUTPUTS + 2), _status(event.message))
             elif event.kind == "iteration" and (kind := "full" if hold_s else pacer()):
                 first = len(trace.iterations) == 1     # a new run: the previous export goes away
-                message = f"{what}{' (slow motion)' if hold_s else ''}: {_progress(trace)}…"
-                yield _live_frame(trace, control, message,
+                yield _live_frame(trace, control, _running(trace, bool(hold_s)),
                                   gr.DownloadButton(value=None, interactive=False) if first else None,
                                   full=kind == "full")
                 _hold(hold_s, control)
             elif event.kind == "baseline_start":
-                yield _live_frame(trace, control, f"{what} done; now the {base_what[0].lower()}{base_what[1:]}…")
+                yield _live_frame(trace, control, "Speculative decoding done; now the baseline (target only)…"
+                                  if batch == 1 else "Batched speculative decoding done; now the batched baseline "
+                                                     "(target only)…")
                 pacer = Pacer(frame_s, figure_s)
             elif event.kind == "baseline" and (kind := pacer()):
-                made = len(trace.baseline.new_token_ids) if batch == 1 else trace.batch.baseline.new_tokens
-                yield _baseline_frame(trace, f"{base_what}: {made} tokens…", full=kind == "full")
+                yield _baseline_frame(trace, _baseline_running(trace), full=kind == "full")
             elif event.kind == "done":
                 path = export_trace(trace.to_dict())
-                yield _live_frame(trace, control, f"{event.message} {_progress(trace)}. {steps}, or download the "
-                                                  "trace.",
+                yield _live_frame(trace, control, _done(trace, event.message),
                                   gr.DownloadButton(value=path, interactive=True), done=True)
 
 
