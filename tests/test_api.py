@@ -157,7 +157,8 @@ def test_the_api_description_lists_only_the_two_named_endpoints():
     assert set(info["named_endpoints"]) == {f"/{n}" for n in API_NAMES} and not info["unnamed_endpoints"]
     params = [p["parameter_name"] for p in info["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["prompt", "pair", "k", "adaptive_k", "temperature", "top_k", "top_p", "max_new_tokens",
-                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k", "sampler"]
+                      "seed", "chat", "baseline", "k_policy", "confidence_stop", "tree_nodes", "tree_top_k", "sampler",
+                      "batch_size"]
     gen = info["named_endpoints"]["/generate"]
     assert all(p["python_type"]["description"] for p in gen["parameters"])        # every parameter documented
     assert [r["label"] for r in gen["returns"]] == ["trace", "summary"] and gen["description"]

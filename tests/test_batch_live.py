@@ -74,7 +74,7 @@ def test_the_finished_batch_shows_each_row_and_the_pool_and_equals_its_baseline(
     timeline, acceptance = (json.loads(last[i].value["plot"])["data"] for i in (BATCH_TIMELINE, BATCH_ACCEPTANCE))
     assert {"verify forward", "baseline step", "rows in the batch"} <= {d["name"] for d in timeline}
     assert [d["name"] for d in acceptance] == ["each row", "all rows (pooled)"] * 2
-    assert "identical to baseline</th><td>yes" in last[8]             # the single-run summary reads row 1
+    assert "identical to baseline</th><td>yes" in last[8] and "row 1 (your request) of a batch of 3" in last[8]
 
 
 def test_the_viewer_steps_through_row_1_of_a_batch(frames):

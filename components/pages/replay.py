@@ -88,8 +88,9 @@ def load_example(name: str, folder: Path = EXAMPLES_DIR) -> Trace:
 
 def _loaded_text(trace: Trace, source: str) -> str:
     cfg = trace.config
-    batch = "" if trace.batch is None else (f" (row 1 of a batch of {trace.batch.size}: {trace.batch.stats.new_tokens} "
-                                            f"tokens in {trace.batch.stats.iterations} batch iterations)")
+    batch = "" if trace.batch is None else (f" (row 1 of a batch of {trace.batch.size}: "
+                                            f"{trace.batch.stats.new_tokens} tokens in {trace.batch.stats.iterations} "
+                                            "batch iterations)")
     return (f"Loaded {source}: {trace.stats.new_tokens} tokens in {len(trace.iterations)} iterations{batch} · "
             f"target {cfg.get('target', '?')} · draft {cfg.get('draft', cfg.get('drafter'))} · "
             "step through it, or press ▶ play")

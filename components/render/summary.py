@@ -74,7 +74,8 @@ def summary_html(trace: Trace | None) -> str:
              f"K={_esc(cfg.get('k'))}{_esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
              f"temperature {_esc(cfg.get('temperature'))}"
              + (" · coupled sampler (drafter-invariant)" if cfg.get("sampler") == "coupled" else "")
-             + f" · measured on {_esc(device)} in {_esc(dtype)}")
+             + f" · measured on {_esc(device)} in {_esc(dtype)}"
+             + (f" · row 1 (your request) of a batch of {trace.batch.size}" if trace.batch is not None else ""))
     notes = []
     if str(dtype) in ("float16", "bfloat16"):
         notes.append(f"In {_esc(dtype)} a K-token verify forward and a 1-token forward can differ in the last bits, "
