@@ -290,7 +290,8 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
                              hovertemplate="iteration at %{x:.0f} ms: K = %{y}<extra></extra>"), row=2, col=1)
     apply_layout(fig, title, height=480, barmode="overlay", bargap=0.35)
     fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", showgrid=False, row=1, col=1)
-    fig.update_yaxes(title_text="rows · K", rangemode="tozero", dtick=max(1, batch.size // 4), row=2, col=1)
+    top = max(batch.size, *(f.k for f in batch.forwards))
+    fig.update_yaxes(title_text="rows · K", range=[-0.5, top + 0.5], dtick=max(1, top // 4), row=2, col=1)
     fig.update_xaxes(title_text="ms since each run started", row=2, col=1)
     return fig
 
