@@ -117,7 +117,8 @@ class Pacer:
 def _live_frame(trace: Trace, control: dict, message: str, download: Any = None, full: bool = True,
                 done: bool = False) -> tuple:
     """One update: viewer outputs + the batch's views + (trace state, download button, status). A light update
-    leaves the figures as they are; the last one (``done``) selects the most instructive iteration."""
+    leaves the figures as they are (and a batch's trace state, which its rows make up to 16 times larger: the full
+    updates, once a second, carry it); the last one (``done``) selects the most instructive iteration."""
     i = _selected(control, trace, done)
     skip = gr.skip()
     if full:
@@ -125,8 +126,8 @@ def _live_frame(trace: Trace, control: dict, message: str, download: Any = None,
     else:
         view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i),
                 *[skip] * (1 + N_TREE_OUTPUTS))
-    return (*view, *batch_updates(trace, full), trace.to_dict(), download if download is not None else skip,
-            _status(message))
+    state = trace.to_dict() if full or trace.batch is None else skip
+    return (*view, *batch_updates(trace, full), state, download if download is not None else skip, _status(message))
 
 
 def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
