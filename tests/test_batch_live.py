@@ -11,7 +11,7 @@ import threading
 import gradio as gr
 import pytest
 
-from components.pages.export import export_trace
+from components.pages.export import export_replay_html, export_trace
 from components.pages.live import run_live, step_live
 from components.pages.replay import replay_upload
 from components.serving.api import generate, validate_trace
@@ -95,6 +95,9 @@ def test_a_batch_trace_goes_through_export_and_replay(frames, tmp_path):
     assert Trace.from_dict(out[-2]).to_dict() == Trace.from_dict(state).to_dict()
     assert out[BATCH_ROWS].visible and out[BATCH_ROWS].value.count('<section class="sd-row') == ROWS
     assert "row 1 of a batch of 3" in out[-1]
+    page = export_replay_html(state, str(tmp_path)).value          # the standalone replay: row 1, the /2 trace in it
+    with open(page if isinstance(page, str) else page["path"], encoding="utf-8") as f:
+        assert '"specdec-trace/2"' in f.read()
 
 
 @pytest.mark.parametrize("break_it, words", [
