@@ -52,9 +52,9 @@ CSS = """
 .sd-row .sd-stream { word-break: normal; overflow-wrap: break-word; }
 .sd-row .sd-request, .sd-row .sd-row-figs { font-size: 13px; line-height: 1.4; color: #333; margin: 2px 0 4px;
   overflow-wrap: anywhere; }
-.sd-batch-summary .sd-scroll { overflow-x: auto; max-width: 100%; }
 .sd-batch-summary table { font-size: 13px; table-layout: fixed; }
 .sd-batch-summary th, .sd-batch-summary td { vertical-align: top; padding: 3px 3px; overflow-wrap: break-word; }
+.sd-batch-summary .sd-pooled th, .sd-batch-summary .sd-pooled td { border-top: 2px solid #777; font-weight: 600; }
 """
 
 
@@ -126,11 +126,15 @@ def rows_identical(trace: Trace) -> tuple[int, int] | None:
     return (sum(compared), len(compared)) if compared else None
 
 
+def _all_same(counts: tuple[int, int] | None) -> str:
+    return "–" if counts is None else ("yes" if counts[0] == counts[1] else "no")
+
+
 def _identical_text(trace: Trace, counts: tuple[int, int] | None) -> str:
     if counts is None:
         return "– (no baseline in this run)"
     same, n = counts
-    text = f"{'yes' if same == n else 'no'} ({same} of {n} rows)"
+    text = f"{_all_same(counts)} ({same} of {n} rows)"
     if is_greedy(trace):
         return text
     if trace.config.get("sampler") == "coupled":
@@ -138,13 +142,14 @@ def _identical_text(trace: Trace, counts: tuple[int, int] | None) -> str:
     return text + " (sampling: each row and its baseline row are samples of the same distribution, not copies)"
 
 
-def pooled_speedup_text(trace: Trace) -> str:
-    """The pooled measured speedup over the batched baseline (every row's tokens ÷ each run's wall time), or why
-    there is none yet."""
+def pooled_speedup_text(trace: Trace, short: bool = False) -> str:
+    """The pooled measured speedup over the batched baseline (every row's tokens ÷ each run's wall time; ``short``:
+    the number alone), or why there is none yet."""
     st, base = trace.batch.stats, trace.batch.baseline
     if base is not None and st.speedup > 0:
-        return (f"×{st.speedup:.2f} ({st.tokens_per_s:.1f} tokens/s against the batched baseline's "
-                f"{base.tokens_per_s:.1f}: every row's tokens ÷ each run's wall time)")
+        return f"×{st.speedup:.2f}" + ("" if short else f" ({st.tokens_per_s:.1f} tokens/s against the batched "
+                                                        f"baseline's {base.tokens_per_s:.1f}: every row's tokens ÷ "
+                                                        "each run's wall time)")
     if base is not None:
         return "– (the batched baseline is running…)"
     return "– (no baseline in this run)"
@@ -176,7 +181,7 @@ def batch_summary_html(trace: Trace | None) -> str:
                    for b, row in enumerate(trace.rows()))
     body += (f'<tr class="sd-pooled"><th scope="row">pooled</th><td>{st.new_tokens}</td>'
              f"<td>{_esc(_pct(st.accepted, st.drafted))}</td><td>{st.mean_acceptance_length:.2f}</td>"
-             f"<td>{_esc(_identical_text(trace, rows_identical(trace)).split(' (')[0])}</td></tr>")
+             f"<td>{_all_same(rows_identical(trace))}</td></tr>")
     label = (f"Batch of {trace.batch.size} · target {_esc(cfg.get('target', '?'))} · draft "
              f"{_esc(cfg.get('draft', cfg.get('drafter', '?')))} · K={_esc(cfg.get('k'))} · {st.iterations} batch "
              f"iterations (one target verify each) · measured on {_esc(cfg.get('device', '?'))} in "
@@ -185,8 +190,7 @@ def batch_summary_html(trace: Trace | None) -> str:
             f'<th scope="col">{_soft(RATE_NAME)}</th><th scope="col">{_soft(LENGTH_NAME)}</th>'
             '<th scope="col">= its base&shy;line row</th></tr>')
     return (f'<div class="sd-summary sd-batch-summary"><p class="sd-label">{label}</p>'
-            f'<div class="sd-scroll" role="region" tabindex="0" aria-label="per-row figures">'
-            f"<table>{COLUMNS}<thead>{head}</thead><tbody>{body}</tbody></table></div>"
+            f"<table>{COLUMNS}<thead>{head}</thead><tbody>{body}</tbody></table>"
             f"<p><strong>pooled measured speedup over the batched baseline</strong>: "
             f"{_esc(pooled_speedup_text(trace))}</p>"
             f"<p><strong>every row's text equals its baseline row</strong>: "
@@ -207,7 +211,7 @@ def batch_summary_line(trace: Trace) -> str:
              f"{st.tokens_per_s:.1f} tokens/s"]
     if trace.batch.baseline is not None:
         parts += [f"batched baseline {trace.batch.baseline.tokens_per_s:.1f} tokens/s",
-                  f"pooled measured speedup: {pooled_speedup_text(trace).split(' (')[0]}",
+                  f"pooled measured speedup: {pooled_speedup_text(trace, short=True)}",
                   f"every row identical to its baseline row: {_identical_text(trace, rows_identical(trace))}"]
     rows = "; ".join(f"{_short_label(b)}: {RATE_NAME} {_pct(r.stats.accepted, r.stats.drafted)}, {LENGTH_NAME} "
                      f"{r.stats.mean_tokens_per_iteration:.2f}" for b, r in enumerate(trace.rows()))
