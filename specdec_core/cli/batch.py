@@ -61,6 +61,10 @@ def run_batch(args: argparse.Namespace, cfg: SpecConfig, target: Any, drafter: A
     return trace
 
 
+def _same(row: Trace) -> bool:
+    return row.baseline is not None and row.baseline.new_token_ids == row.new_token_ids
+
+
 def _rate(accepted: int, drafted: int) -> str:
     return f"{100 * accepted / drafted:.1f} % ({accepted}/{drafted})" if drafted else "– (nothing drafted)"
 
@@ -86,8 +90,7 @@ def batch_lines(trace: Trace, settings: str) -> list[str]:
              "token counted)"]
     for b, row in enumerate(trace.rows()):
         rs = row.stats
-        same = "" if row.baseline is None else (
-            f", identical to its baseline row: {'yes' if row.baseline.new_token_ids == row.new_token_ids else 'no'}")
+        same = "" if row.baseline is None else f", identical to its baseline row: {'yes' if _same(row) else 'no'}"
         lines.append(f"row {b + 1}{' (yours)' if b == 0 else ''}: {rs.new_tokens} tokens "
                      f"({FINISHED.get(row.finish_reason, row.finish_reason)}), {RATE} {_rate(rs.accepted, rs.drafted)}, "
                      f"{LENGTH} {rs.mean_tokens_per_iteration:.2f}{same}")
@@ -96,7 +99,7 @@ def batch_lines(trace: Trace, settings: str) -> list[str]:
               settings,
               f"speculative: {st.wall_ms:.0f} ms, {st.tokens_per_s:.2f} tokens/s (all rows, measured)"]
     if base is not None:
-        same = sum(r.baseline is not None and r.baseline.new_token_ids == r.new_token_ids for r in trace.rows())
+        same = sum(_same(row) for row in trace.rows())
         lines += [f"baseline:    {base.wall_ms:.0f} ms, {base.tokens_per_s:.2f} tokens/s (batched, target only, "
                   f"target forwards {base.target_forwards}, measured)",
                   f"pooled speedup: ×{st.speedup:.2f}" if st.speedup > 0 else "pooled speedup: n/a",
