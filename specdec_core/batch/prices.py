@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import statistics
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,7 +25,12 @@ from ..drafters.base import DraftPolicy
 from ..policy.batch_cost import BatchPrices
 from ..policy.calibration import model_key
 from ..timing import now_ms
+from ..trace import Trace
+from .baseline import batch_baseline
 from .drafters import batch_drafter
+from .target import BatchTarget
+
+Generate = Callable[[torch.nn.Module, Any, list[list[int]], SpecConfig], Trace]   # engine.batch_generate
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 CONTEXT = 64            # tokens each row holds while its forwards are timed
@@ -50,21 +56,19 @@ def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
     return head + head[:n // 2]
 
 
-def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
+def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
                           sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
-    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use."""
+    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use.
+    ``generate``: the batched engine's run (``engine.batch_generate``; passed in, as the engine calls this)."""
     key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
     with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
         if key not in _CACHE:
-            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes)
+            _CACHE[key] = measure_batch_prices(target, drafter, cfg, generate, sizes)
         return _CACHE[key]
 
 
-def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
+def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
-    from .baseline import batch_baseline
-    from .engine import batch_generate
-    from .target import BatchTarget
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
     widths = price_widths(cfg.k)
@@ -84,7 +88,7 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
                 tgt.rollback([len(ids)] * b)
         verify.append(tuple(best))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
-        trace = batch_generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        trace = generate(target, drafter, [ids] * b, run_cfg)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
         base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
@@ -95,7 +99,6 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
 def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device) -> float:
     """One batched draft step over b rows after the context, feeding each row the last two tokens as a step after
     a verify does (the least of ``REPS``); prompt lookup: the rows' lookups."""
-    from .target import BatchTarget
     bd = batch_drafter(drafter)
     bd.start([ids] * b)
     feats = []

@@ -79,7 +79,7 @@ def run_batch_bench(target: torch.nn.Module, tokenizer: Any, bs: BatchSettings,
     prices = {}
     for d, make in makers.items():
         log(f"  measuring the batch prices of {d} (once) …")
-        prices[d] = measured_batch_prices(target, make(), cost_cfg, tuple(sorted(set(bs.sizes) | {1})))
+        prices[d] = measured_batch_prices(target, make(), cost_cfg, batch_generate, tuple(sorted(set(bs.sizes) | {1})))
     report: dict = {"settings": dataclasses.asdict(bs), "fixed_ks": list(FIXED_KS), "sizes": {},
                     "prices": {d: p.to_dict() for d, p in prices.items()}}
     for b in bs.sizes:
