@@ -26,7 +26,7 @@ from components.serving.classroom.room import (MOVED_ON, NO_RUN, NOT_JOINED, NOT
                                                ChapterResult, ClassLimits, ClassView, Joined, LeadView, LiveShown,
                                                Question, Revealed, RevealJob, RoomError, Shown, Student, check_timer,
                                                no_room, phase_now, plain_guess)
-from components.serving.classroom.store import guess_of, nickname_of
+from components.serving.classroom.store import NEED_NICKNAME, NICK_TAKEN, guess_of, nickname_of
 
 PREFIX = "specdec:class:"
 ROOMS_KEY = PREFIX + "rooms"           # code -> expiry (ms), for the server-wide room limit
@@ -115,9 +115,8 @@ class RedisRoomStore:
                                   "guess counts.", status=429),
                 "full": RoomError(f"This class is full: it has its {self.limits.students} students. Ask your "
                                   "presenter.", gone=True, status=409),
-                "need_nick": RoomError("This class asks for a nickname: type one, then Join.", status=400),
-                "nick_taken": RoomError("Someone in this class has that nickname already: choose another.",
-                                        status=409),
+                "need_nick": RoomError(NEED_NICKNAME, status=400, reason="nickname"),
+                "nick_taken": RoomError(NICK_TAKEN, status=409, reason="nickname"),
                 }.get(status, RoomError(f"The class's store answered {status!r}.", status=500))
 
     def _lead_view(self, code: str, out: list) -> LeadView:

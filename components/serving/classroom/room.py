@@ -35,12 +35,14 @@ MAX_GUESS_TEXT = 200       # a guess is a number or one of a chapter's choices: 
 
 class RoomError(Exception):
     """A refusal for the page, in words. ``gone``: the room no longer exists (wrong code, expired, ended), so a
-    page following it stops asking. ``status``: the HTTP status the class's routes answer it with."""
+    page following it stops asking. ``status``: the HTTP status the class's routes answer it with; ``reason``: what
+    the page should ask for again ("nickname"), or ""."""
 
-    def __init__(self, message: str, gone: bool = False, status: int | None = None) -> None:
+    def __init__(self, message: str, gone: bool = False, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.gone = gone
         self.status = status or (404 if gone else 409)
+        self.reason = reason
 
 
 def no_room(shown: str = "") -> RoomError:

@@ -26,6 +26,8 @@ from components.serving.classroom.room import (LOCKED, MOVED_ON, NO_RUN, NOT_JOI
                                                Student, check_timer, no_room, phase_now, plain_guess)
 
 SWEEP_EVERY_S = 1.0
+NEED_NICKNAME = "This class asks for a nickname: type one, then Join."
+NICK_TAKEN = "Someone in this class has that nickname already: choose another."
 STORE_ENV = "SPECDEC_CLASS_STORE"
 
 
@@ -64,11 +66,11 @@ def nickname_of(raw: Any, wanted: bool) -> str:
     if not wanted:
         return ""
     if raw is None or raw == "":
-        raise RoomError("This class asks for a nickname: type one, then Join.", status=400)
+        raise RoomError(NEED_NICKNAME, status=400, reason="nickname")
     try:
         return names.check_nickname(raw)
     except ValueError as e:
-        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400) from None
+        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400, reason="nickname") from None
 
 
 def guess_of(question: Question | None, value: Any) -> Any:
@@ -327,7 +329,7 @@ class MemoryRoomStore:
             nick = nickname_of(nickname, room.nicknames)
             key = names.same_key(nick)
             if nick and key in room.nicks:
-                raise RoomError("Someone in this class has that nickname already: choose another.", status=409)
+                raise RoomError(NICK_TAKEN, status=409, reason="nickname")
             new = codes.new_student()
             room.next_handle += 1
             room.students[new] = _Student(room.next_handle, nick)
@@ -419,5 +421,5 @@ def default_store() -> RoomStore:
         return _STORE
 
 
-__all__ = ["RoomStore", "MemoryRoomStore", "default_store", "store_from_env", "nickname_of", "guess_of",
+__all__ = ["RoomStore", "MemoryRoomStore", "default_store", "store_from_env", "nickname_of", "guess_of", "NEED_NICKNAME", "NICK_TAKEN",
            "STORE_ENV"]
