@@ -132,10 +132,10 @@ def _no_class(message: str = "", kind: str = "problem") -> tuple:
             gr.Button("Lock guesses"))
 
 
-def start_class(store: RoomStore, base: Any, lead: Any = None, nicknames: Any = False) -> tuple:
+def start_class(store: RoomStore, base: Any, lead: Any = None, nicknames: Any = False, chapter: Any = 1) -> tuple:
     """Start a class: a room with its code, join link and QR (``base``: the page's address, from its browser;
-    ``nicknames``: joining asks each student for one, else the class is anonymous). A page that already leads a live
-    room keeps it."""
+    ``nicknames``: joining asks each student for one, else the class is anonymous), on the presenter's ``chapter``. A
+    page that already leads a live room keeps it."""
     where = base_url(base)
     try:
         code, secret = read_lead(lead)
@@ -145,7 +145,8 @@ def start_class(store: RoomStore, base: Any, lead: Any = None, nicknames: Any = 
         pass
     try:
         code, secret = store.create(nicknames=nicknames is True)
-        view = store.lead(code, secret)
+        number = chapter if isinstance(chapter, int) and not isinstance(chapter, bool) and 1 <= chapter <= N else 1
+        view = store.set_chapter(code, secret, question_of(number))
     except RoomError as e:
         return _no_class(str(e))
     return _panel({"code": code, "secret": secret}, view, where,

@@ -30,7 +30,7 @@ from components.serving.gpu import gpu_task
 LEAD_KEY = "sd-class-lead"          # the browser's storage of the class this presenter leads
 # the page's own address for the links (as its browser sees it), and the presenter link's lead read once and
 # taken out of the address bar (a projector shows it)
-BASE_JS = "(base, lead, nicknames) => [window.location.href, lead, nicknames]"
+BASE_JS = "(base, lead, nicknames, chapter) => [window.location.href, lead, nicknames, chapter]"
 RESTORE_JS = """
 (fromLink, stored, base) => {
   const q = new URLSearchParams(window.location.search);
@@ -166,7 +166,8 @@ def wire_lead(demo: gr.Blocks, panel: LeadPanel, learn: LearnTab, presenter: gr.
     show = {"fn": ld.show_panel, "inputs": [presenter, lead], "outputs": [panel.column], "queue": False,
             "show_progress": "hidden"}
     quick = {"queue": False, "show_progress": "hidden"}
-    panel.start.click(functools.partial(ld.start_class, store), [panel.base, lead, panel.nicknames], out,
+    panel.start.click(functools.partial(ld.start_class, store), [panel.base, lead, panel.nicknames,
+                                                                 learn.chapter_list], out,
                       js=BASE_JS, api_name="class_start", **quick)
     demo.load(functools.partial(ld.restore_lead, store), [panel.from_link, panel.stored, panel.base],
               out + learn.nav_outputs, js=RESTORE_JS, **quick).then(**show)

@@ -33,21 +33,30 @@ from starlette.routing import Route
 
 from components.serving.classroom.codes import (SECRET_BYTES, STUDENT_BYTES, check_token, parse_code, quoted,
                                                 shown_code)
-from components.serving.classroom.feed import RoomFeed, sse_event
+from components.serving.classroom.feed import KEEPALIVE_S, REFRESH_S, RoomFeed, sse_event
 from components.serving.classroom.results import FORMATS, results_csv, results_json
 from components.serving.classroom.room import RoomError
 
 API = "/class/api"
 MAX_BODY = 4096                  # a join or a guess is a few dozen bytes
-NO_STORE = {"Cache-Control": "no-store"}
+NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 RETRY_MS = 2000                  # an EventSource that lost its stream asks again after this
 
 
+class SafeJSON(JSONResponse):
+    """JSON with ``<``, ``>`` and ``&`` written as ``\\u003c`` …: whatever a caller sent and an answer quotes, no
+    byte of it reads as markup, even to a browser that sniffs."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode()
+
+
 def refusal(message: str, status: int, reason: str = "") -> JSONResponse:
     """One line, as JSON (never HTML); ``reason``: what the page should ask for again ("nickname")."""
-    return JSONResponse({"error": message, **({"reason": reason} if reason else {})}, status_code=status,
-                        headers=NO_STORE)
+    return SafeJSON({"error": message, **({"reason": reason} if reason else {})}, status_code=status,
+                    headers=NO_STORE)
 
 
 class BadRequest(Exception):
@@ -105,8 +114,10 @@ def sent_words(value: Any) -> str:
 class ClassApi:
     """The routes on one store (``store``: a ``RoomStore``, or a function that makes it on first use)."""
 
-    def __init__(self, store: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Any, clock: Callable[[], float] = time.time, refresh_s: float = REFRESH_S,
+                 keepalive_s: float = KEEPALIVE_S) -> None:
         self._store, self._feed, self.clock = store, None, clock
+        self.refresh_s, self.keepalive_s = refresh_s, keepalive_s
 
     @property
     def store(self) -> Any:
@@ -117,7 +128,7 @@ class ClassApi:
     @property
     def feed(self) -> RoomFeed:
         if self._feed is None:
-            self._feed = RoomFeed(self.store, clock=self.clock)
+            self._feed = RoomFeed(self.store, self.refresh_s, self.keepalive_s, self.clock)
         return self._feed
 
     async def _answer(self, work: Callable[[], Any]) -> Response:
@@ -135,9 +146,9 @@ class ClassApi:
             stored = body.get("student")
             student = stored if isinstance(stored, str) and len(stored) < 64 else None
             joined = await run_in_threadpool(self.store.join, code, student, body.get("nickname"))
-            return JSONResponse({"code": code, "shown": shown_code(code), "student": joined.student,
-                                 "handle": joined.handle, "nickname": joined.nickname, "guess": joined.guess},
-                                headers=NO_STORE)
+            return SafeJSON({"code": code, "shown": shown_code(code), "student": joined.student,
+                             "handle": joined.handle, "nickname": joined.nickname, "guess": joined.guess},
+                            headers=NO_STORE)
         return await self._answer(work)
 
     async def guess(self, request: Request) -> Response:
@@ -146,7 +157,7 @@ class ClassApi:
             code, student = code_of(body.get("code")), student_of(body.get("student"))
             chapter, run_no = whole(body.get("chapter"), "chapter"), whole(body.get("run_no"), "run_no")
             kept = await run_in_threadpool(self.store.guess, code, student, chapter, run_no, body.get("value"))
-            return JSONResponse({"guess": kept, "said": sent_words(kept)}, headers=NO_STORE)
+            return SafeJSON({"guess": kept, "said": sent_words(kept)}, headers=NO_STORE)
         return await self._answer(work)
 
     async def events(self, request: Request) -> Response:
@@ -162,7 +173,7 @@ class ClassApi:
                 async for doc in self.feed.follow(code):
                     yield b": keep-alive\n\n" if doc is None else sse_event(doc, sent, self.clock())
             except RoomError as e:                        # the store away: the browser asks again after RETRY_MS
-                yield b"event: problem\ndata: " + json.dumps({"error": str(e)}).encode() + b"\n\n"
+                yield b"event: problem\ndata: " + SafeJSON({"error": str(e)}).body + b"\n\n"
             except asyncio.CancelledError:
                 raise
         return StreamingResponse(stream(), media_type="text/event-stream", headers=STREAM_HEADERS)

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
+
+from components.serving.classroom.room import RoomError
 
 MAX_LEN = 20
+NEED_NICKNAME = "This class asks for a nickname: type one, then Join."
+NICK_TAKEN = "Someone in this class has that nickname already: choose another."
 _ALLOWED = re.compile(r"[\w .'-]+")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s",
                        "!": "i", "|": "i"})
@@ -56,4 +61,17 @@ def check_nickname(raw: object) -> str:
     return text
 
 
-__all__ = ["MAX_LEN", "INSIDE", "WORDS", "fold", "same_key", "check_nickname"]
+def nickname_of(raw: Any, wanted: bool) -> str:
+    """The nickname a joining student gives, checked ("" when the room does not ask for one); RoomError in words
+    (its ``reason`` "nickname": the page asks for one again)."""
+    if not wanted:
+        return ""
+    if raw is None or raw == "":
+        raise RoomError(NEED_NICKNAME, status=400, reason="nickname")
+    try:
+        return check_nickname(raw)
+    except ValueError as e:
+        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400, reason="nickname") from None
+
+
+__all__ = ["NEED_NICKNAME", "NICK_TAKEN", "nickname_of", "MAX_LEN", "INSIDE", "WORDS", "fold", "same_key", "check_nickname"]

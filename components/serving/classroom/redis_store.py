@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 import redis
 
 from components.serving.classroom import codes, names, wire
+from components.serving.classroom.names import NEED_NICKNAME, NICK_TAKEN, nickname_of
 from components.serving.classroom import redis_scripts as lua
 from components.serving.classroom.room import (MOVED_ON, NO_RUN, NOT_JOINED, NOT_LEAD, OPEN, REMOVED, WAITING,
                                                ChapterResult, ClassLimits, ClassView, Joined, LeadView, LiveShown,
                                                Question, Revealed, RevealJob, RoomError, Shown, Student, check_timer,
-                                               no_room, phase_now, plain_guess)
-from components.serving.classroom.store import NEED_NICKNAME, NICK_TAKEN, guess_of, nickname_of
+                                               guess_of, no_room, phase_now, plain_guess)
 
 PREFIX = "specdec:class:"
 ROOMS_KEY = PREFIX + "rooms"           # code -> expiry (ms), for the server-wide room limit

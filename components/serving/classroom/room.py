@@ -253,10 +253,21 @@ def phase_now(phase: str, deadline: float | None, now: float) -> str:
 
 def plain_guess(value: Any) -> Any:
     """``value`` when it is a plain guess value (a finite number or a short text), else RoomError."""
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
-                                       or isinstance(value, str) and len(value) <= MAX_GUESS_TEXT):
+    number = isinstance(value, int) and abs(value) < 2**53 or isinstance(value, float) and math.isfinite(value)
+    if isinstance(value, bool) or not (number or isinstance(value, str) and len(value) <= MAX_GUESS_TEXT):
         raise RoomError("A guess is a number or one of the answers offered.", status=400)
     return value
+
+
+def guess_of(question: Question | None, value: Any) -> Any:
+    """A guess checked against the room's question: the value as kept, or RoomError in words."""
+    plain_guess(value)
+    if question is None:
+        raise RoomError("Wait for the presenter's run, then guess.")
+    try:
+        return question.guess.check(value)
+    except ValueError as e:
+        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400) from None
 
 
 def check_timer(seconds: Any) -> float:
@@ -281,6 +292,6 @@ def median_of(values: list[Any], choices: tuple[str, ...]) -> Any:
 
 __all__ = ["WAITING", "OPEN", "LOCKED", "REVEALED", "PHASES", "RoomError", "ClassLimits", "GuessSpec", "Question",
            "Shown", "Truth", "Revealed", "ChapterResult", "LiveShown", "ClassView", "Joined", "Student", "LeadView",
-           "RevealJob", "phase_now", "plain_guess", "check_timer", "median_of", "no_room", "ROOMS_ENV",
+           "RevealJob", "phase_now", "plain_guess", "guess_of", "check_timer", "median_of", "no_room", "ROOMS_ENV",
            "STUDENTS_ENV", "HOURS_ENV", "MAX_TIMER_S", "MAX_GUESS_TEXT", "NOT_LEAD", "NOT_JOINED", "REMOVED",
            "NO_RUN", "MOVED_ON"]

@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from components.serving.classroom import codes, names
+from components.serving.classroom.names import NICK_TAKEN, nickname_of
 from components.serving.classroom.room import (LOCKED, MOVED_ON, NO_RUN, NOT_JOINED, NOT_LEAD, OPEN, REMOVED,
                                                REVEALED, WAITING, ChapterResult, ClassLimits, ClassView, Joined,
                                                LeadView, LiveShown, Question, Revealed, RevealJob, RoomError, Shown,
-                                               Student, check_timer, no_room, phase_now, plain_guess)
+                                               Student, check_timer, guess_of, no_room, phase_now, plain_guess)
 
 SWEEP_EVERY_S = 1.0
-NEED_NICKNAME = "This class asks for a nickname: type one, then Join."
-NICK_TAKEN = "Someone in this class has that nickname already: choose another."
 STORE_ENV = "SPECDEC_CLASS_STORE"
 
 
@@ -59,29 +58,6 @@ class RoomStore(Protocol):
     def stages(self, codes_: Iterable[str]) -> dict[str, int | None]: ...            # None: the room is gone
     def stage(self, code: str) -> int: ...
     def version(self, code: str) -> int: ...
-
-
-def nickname_of(raw: Any, wanted: bool) -> str:
-    """The nickname a joining student gives, checked ("" when the room does not ask for one); RoomError in words."""
-    if not wanted:
-        return ""
-    if raw is None or raw == "":
-        raise RoomError(NEED_NICKNAME, status=400, reason="nickname")
-    try:
-        return names.check_nickname(raw)
-    except ValueError as e:
-        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400, reason="nickname") from None
-
-
-def guess_of(question: Question | None, value: Any) -> Any:
-    """A guess checked against the room's question: the value as kept, or RoomError in words."""
-    plain_guess(value)
-    if question is None:
-        raise RoomError("Wait for the presenter's run, then guess.")
-    try:
-        return question.guess.check(value)
-    except ValueError as e:
-        raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400) from None
 
 
 @dataclass
