@@ -114,8 +114,8 @@ def redis_url():
     from tools.redisproc import redis_missing, redis_server
     if redis_missing() is not None:
         pytest.skip(redis_missing())
-    with redis_server() as url:
-        yield url
+    with redis_server() as server:
+        yield server.url
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 redis-server``; valkey's ``valkey-server`` where that is what the system has) started on a free loopback port with
 no persistence, in a temporary folder, and stopped on exit.
 
-    with redis_server() as url:          # "redis://127.0.0.1:PORT/0"
+    with redis_server() as server:       # server.url: "redis://127.0.0.1:PORT/0"; server.pid
         ...
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 BINARIES = ("redis-server", "valkey-server")
 
@@ -42,10 +43,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class RedisServer:
+    url: str
+    pid: int
+
+
 @contextmanager
-def redis_server(start_timeout_s: float = 10.0) -> Iterator[str]:
-    """A redis-server on 127.0.0.1 and a free port (no disk persistence); its URL. Stopped (and its folder removed)
-    on exit. RuntimeError when none can be started."""
+def redis_server(start_timeout_s: float = 10.0) -> Iterator[RedisServer]:
+    """A redis-server on 127.0.0.1 and a free port (no disk persistence): its URL and process id. Stopped (and its
+    folder removed) on exit. RuntimeError when none can be started."""
     binary = server_binary()
     if binary is None:
         raise RuntimeError(redis_missing() or "no redis-server")
@@ -69,7 +76,7 @@ def redis_server(start_timeout_s: float = 10.0) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not answer on port {port} within {start_timeout_s:.0f} s")
             time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield RedisServer(f"redis://127.0.0.1:{port}/0", proc.pid)
     finally:
         proc.terminate()
         try:
@@ -82,4 +89,4 @@ def redis_server(start_timeout_s: float = 10.0) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-__all__ = ["redis_server", "redis_missing", "server_binary", "free_port"]
+__all__ = ["RedisServer", "redis_server", "redis_missing", "server_binary", "free_port"]

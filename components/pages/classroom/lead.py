@@ -102,7 +102,7 @@ def _panel(lead: dict, view: LeadView, base: str | None, message: str = "", kind
     lock = gr.Button("Open guesses again" if view.phase == LOCKED else "Lock guesses",
                      interactive=view.phase in (OPEN, LOCKED))
     return (lead, lead, code_html(shown_code(code)), join, count_line(view), status, gr.Column(visible=True),
-            gr.Button(visible=False), link, gr.Timer(active=True), shown_key(view), lock)
+            gr.Row(visible=False), link, gr.Timer(active=True), shown_key(view), lock)
 
 
 def shown_key(view: LeadView) -> str:
@@ -128,7 +128,7 @@ def _lost(e: RoomError, code: Any = None) -> str:
 def _no_class(message: str = "", kind: str = "problem") -> tuple:
     """The panel of a page that leads nothing (again): Start shown, the rest cleared."""
     return (None, None, "", "", "", status_html(message, kind) if message else "", gr.Column(visible=False),
-            gr.Button(visible=True), gr.Textbox(value="", visible=False), gr.Timer(active=False), -1,
+            gr.Row(visible=True), gr.Textbox(value="", visible=False), gr.Timer(active=False), -1,
             gr.Button("Lock guesses"))
 
 

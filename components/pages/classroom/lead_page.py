@@ -87,10 +87,11 @@ class LeadPanel:
     results: ClassResults
     tools: ClassTools
     nicknames: gr.Checkbox
+    start_row: gr.Row
 
     def outputs(self, lead: Any) -> list[Any]:
         """``lead.PANEL``'s order."""
-        return [lead, self.stored, self.code, self.join, self.count, self.status, self.controls, self.start,
+        return [lead, self.stored, self.code, self.join, self.count, self.status, self.controls, self.start_row,
                 self.link, self.timer, self.seen, self.lock]
 
 
@@ -100,7 +101,7 @@ def build_lead_panel(stored: gr.BrowserState) -> LeadPanel:
     with gr.Column(visible=False, elem_id="class-lead") as column:
         gr.Markdown("**Teach a class**: students follow this chapter on their phones, guess, and see the class's "
                     "guesses against your run when you reveal.", elem_classes=["sd-keys-hint"])
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True) as start_row:
             start = gr.Button("Start a class", variant="primary", elem_id="class-start", scale=0, min_width=180)
             nicknames = gr.Checkbox(False, label="Ask students for a nickname (off: anonymous)",
                                     elem_id="class-nicknames", scale=1)
@@ -129,7 +130,7 @@ def build_lead_panel(stored: gr.BrowserState) -> LeadPanel:
     base = gr.Textbox(visible=False)
     from_link = gr.Textbox(visible=False)
     return LeadPanel(column, start, code, join, count, status, controls, lock, reveal, nxt, live, end, link, timer,
-                     seen, stored, base, from_link, results, tools, nicknames)
+                     seen, stored, base, from_link, results, tools, nicknames, start_row)
 
 
 def build_class_tools() -> ClassTools:

@@ -351,7 +351,7 @@
   function draw(id, figId, title, waiting) {
     const el = $(id);
     const text = figId ? S.figures.get(figId) : null;
-    const key = (figId || "none:" + waiting) + "@" + el.clientWidth;
+    const key = (figId || "none:" + waiting) + "@" + el.parentElement.clientWidth;
     if (S.drawn.get(id) === key) return;
     const fig = text || placeholder(title, waiting);
     const label = String((fig.layout && fig.layout.title && (fig.layout.title.text || fig.layout.title)) || title)
@@ -360,10 +360,13 @@
     el.setAttribute("aria-label", "Figure: " + label);
     if (!window.Plotly) { S.drawn.delete(id); return; }   // drawn once plotly.js has arrived
     S.drawn.set(id, key);
+    // a grid of text (many annotations: an iteration's anatomy) cannot be squeezed: it keeps 720 px and scrolls
+    const dense = ((fig.layout && fig.layout.annotations) || []).length > 8;
+    el.classList.toggle("sd-class-wide", dense && el.parentElement.clientWidth < 720);
     const width = el.clientWidth || window.innerWidth;
-    const narrow = width < 640;
+    const phone = window.innerWidth < 640;           // a phone: no hover, no zoom; a touch scrolls the page
     window.Plotly.react(el, fig.data || [], fit(fig, width), {responsive: true, displayModeBar: false,
-                        staticPlot: narrow, scrollZoom: false, doubleClick: false});
+                        staticPlot: phone, scrollZoom: false, doubleClick: false});
   }
   function redraw() { if (S.room) { S.drawn.clear(); render(S.room); } }
 
