@@ -50,7 +50,6 @@ CHAPTER = 3             # a choice guess: "identical" / "different"
 CHOICES = ("identical", "different")
 EVENTS = ("next", "run", "reveal", "next2")
 THINK_S = (2.0, 12.0)   # a student reads the run and thinks before sending (uniform, seeded per student)
-SETTLE_S = 35.0         # an app's background calibration starts once it has been idle 30 s: wait it out
 POLL_S = 1.0            # the presenter's page's timer
 
 
@@ -171,20 +170,22 @@ async def wait_until(pred: Any, what: str, timeout_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def settle(pids: list[int], started: float) -> None:
-    """Until the apps' background calibration is over: SETTLE_S after the start, then 5 s under 10 % of a core."""
-    await asyncio.sleep(max(0.0, started + SETTLE_S - time.monotonic()))
-    for _ in range(60):
-        before = cpu_s(pids)
-        await asyncio.sleep(5.0)
-        if (cpu_s(pids) - before) / 5.0 < 0.10 * len(pids):
-            return
+async def calibrated(apps: list[AppProcess], timeout_s: float = 900) -> None:
+    """Until every app's start-up calibration is over (its log says so): its later jobs run whenever the app has been
+    idle 30 s, which a class following over the event stream is, and they would be measured with the class."""
+    deadline = time.monotonic() + timeout_s
+    for app in apps:
+        log = os.path.join(app.tmp, "app.log")
+        while "calibration: done" not in open(log, encoding="utf-8", errors="replace").read():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the app's calibration did not finish")
+            await asyncio.sleep(2.0)
 
 
-async def drive(apps: list[AppProcess], redis: RedisServer | None, n: int, idle_s: float, started: float) -> dict:
+async def drive(apps: list[AppProcess], redis: RedisServer | None, n: int, idle_s: float) -> dict:
     pids = [a.proc.pid for a in apps] + ([redis.pid] if redis else [])
     app_pids = [a.proc.pid for a in apps]
-    await settle(app_pids, started)
+    await calibrated(apps)
     fns = fn_table(apps[0].url)
     async with httpx.AsyncClient() as http:
         lead = Presenter(http, apps[0].url, fns)
@@ -327,9 +328,8 @@ def run_class(students: int, replicas: int = 1, idle_s: float = 20.0) -> dict:
         redis = stack.enter_context(redis_server()) if replicas > 1 else None
         if redis is not None:
             env["SPECDEC_CLASS_STORE"] = redis.url
-        started = time.monotonic()
         apps = [stack.enter_context(start_app(env)) for _ in range(replicas)]
-        return asyncio.run(drive(apps, redis, students, idle_s, started))
+        return asyncio.run(drive(apps, redis, students, idle_s))
 
 
 def main(argv: list[str] | None = None) -> int:
