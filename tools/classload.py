@@ -182,10 +182,14 @@ async def calibrated(apps: list[AppProcess], timeout_s: float = 900) -> None:
             await asyncio.sleep(2.0)
 
 
-async def drive(apps: list[AppProcess], redis: RedisServer | None, n: int, idle_s: float) -> dict:
+async def drive(apps: list[AppProcess], redis: RedisServer | None, n: int, idle_s: float,
+                measure: bool = True) -> dict:
+    """The class on ``apps`` (the presenter on the first, students round-robin); ``measure`` False: the checks only,
+    without waiting for the apps' calibration (whose CPU would be counted as the class's)."""
     pids = [a.proc.pid for a in apps] + ([redis.pid] if redis else [])
     app_pids = [a.proc.pid for a in apps]
-    await calibrated(apps)
+    if measure:
+        await calibrated(apps)
     fns = fn_table(apps[0].url)
     async with httpx.AsyncClient() as http:
         lead = Presenter(http, apps[0].url, fns)
@@ -321,7 +325,7 @@ def summary(r: dict) -> str:
     return "\n".join(lines)
 
 
-def run_class(students: int, replicas: int = 1, idle_s: float = 20.0) -> dict:
+def run_class(students: int, replicas: int = 1, idle_s: float = 20.0, measure: bool = True) -> dict:
     """Start the app(s) (and Redis for several), drive the class, stop them all; the report."""
     env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "SPECDEC_CLASS_STUDENTS": str(max(500, students))}
     with contextlib.ExitStack() as stack:
@@ -329,7 +333,7 @@ def run_class(students: int, replicas: int = 1, idle_s: float = 20.0) -> dict:
         if redis is not None:
             env["SPECDEC_CLASS_STORE"] = redis.url
         apps = [stack.enter_context(start_app(env)) for _ in range(replicas)]
-        return asyncio.run(drive(apps, redis, students, idle_s))
+        return asyncio.run(drive(apps, redis, students, idle_s, measure))
 
 
 def main(argv: list[str] | None = None) -> int:
