@@ -89,7 +89,7 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
         _phone_fits(phone)
 
         # the timer: every page counts down; the guesses sent before zero count, after it Send is locked
-        lead.click("#class-timer-seconds")
+        lead.click("#class-timer-seconds input")
         lead.get_by_role("option", name="15 s").click()
         lead.click("#class-timer-start")
         lead.wait_for_function("() => /⏱ \\d+ s left/.test(document.querySelector('#class-count')?.innerText)")

@@ -297,7 +297,7 @@ def class_join(b: Any, url: str, code: str | None, viewport: dict | None = None)
     pg = b.new_page(viewport=dict(viewport or VIEWPORT))
     pg.set_default_timeout(30_000)
     pg.goto(url if code is None else f"{url}?class={code}")
-    pg.wait_for_function("() => /Class |no class|not a class code|Type the class code|full/.test("
+    pg.wait_for_function("() => /Class |no class|not a class code|Type the class code|full|nickname|removed/.test("
                          "document.querySelector('#class-status')?.innerText || '')")
     return pg
 
