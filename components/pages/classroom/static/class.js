@@ -313,37 +313,28 @@
       else if (typeof v === "object") atLeast(v, min);
     }
   }
-  function fit(fig, width) {
+  // the house layout places the title above the plot and the legend below it, each making room for itself: keep
+  // that, and set the width, the sizes (at least 12 px everywhere) and the title's lines for this screen
+  function fit(fig, width, shown) {
     const L = JSON.parse(JSON.stringify(fig.layout || {}));
-    const narrow = width < 640;
-    const size = narrow ? 13 : 15;
+    const size = width < 640 ? 13 : 15;
     delete L.width;
     L.autosize = true;
-    L.font = Object.assign({}, L.font, {size: Math.max(size, (L.font && L.font.size) || 0)});
-    if (narrow) {
-      L.font.size = size;
-      L.height = Math.max(300, Math.min(L.height || 380, 440));
-      L.margin = {l: 52, r: 14, t: 30, b: 40, pad: 2};
-      L.legend = Object.assign({}, L.legend, {orientation: "h", x: 0, xanchor: "left", y: -0.2, yanchor: "top"});
-      L.margin.b = 110;
-    }
+    L.font = Object.assign({}, L.font, {size});
+    if (width < 640) L.height = Math.max(300, Math.min(L.height || 380, 460));
     const title = typeof L.title === "string" ? {text: L.title} : Object.assign({}, L.title);
     if (title.text) {
-      const lines = wrap(title.text, width, size + 2);
-      title.text = lines;
+      title.text = wrap(title.text, shown, size + 2);        // a subtitle's <sup> (70 %) would fall under 12 px
       title.font = Object.assign({}, title.font, {size: size + 2});
-      title.x = 0; title.xanchor = "left";
-      L.margin = Object.assign({}, L.margin, {t: 18 + (size + 6) * (lines.split("<br>").length)});
       L.title = title;
     }
     for (const ax of Object.keys(L).filter((k) => /^[xy]axis\d*$/.test(k))) {
-      if (L[ax] && L[ax].title) {
-        const t = typeof L[ax].title === "string" ? {text: L[ax].title} : L[ax].title;
-        if (t.text) t.text = String(t.text).replace(/<\/?su[pb]>/g, "");
-        L[ax].title = t;
-      }
+      const t = L[ax] && L[ax].title;
+      if (t && typeof t === "object" && t.text) t.text = String(t.text).replace(/<\/?su[pb]>/g, "");
     }
-    for (const a of L.annotations || []) if (a.text) a.text = narrow ? wrap(a.text.replace(/<br>/g, " "), width, size) : a.text;
+    if (width < 640) {
+      for (const a of L.annotations || []) if (a.text) a.text = wrap(String(a.text).replace(/<br>/g, " "), width, size);
+    }
     atLeast(L, 12);
     L.uniformtext = {minsize: 12, mode: "hide"};
     return L;
@@ -360,12 +351,15 @@
     el.setAttribute("aria-label", "Figure: " + label);
     if (!window.Plotly) { S.drawn.delete(id); return; }   // drawn once plotly.js has arrived
     S.drawn.set(id, key);
-    // a grid of text (many annotations: an iteration's anatomy) cannot be squeezed: it keeps 720 px and scrolls
-    const dense = ((fig.layout && fig.layout.annotations) || []).length > 8;
+    // a grid of text (an iteration's anatomy: a cell shape per step and draft) cannot be squeezed: it keeps 720 px
+    // and scrolls in its own box
+    const L = fig.layout || {};
+    const dense = (L.shapes || []).length + (L.annotations || []).length > 8;
     el.classList.toggle("sd-class-wide", dense && el.parentElement.clientWidth < 720);
     const width = el.clientWidth || window.innerWidth;
     const phone = window.innerWidth < 640;           // a phone: no hover, no zoom; a touch scrolls the page
-    window.Plotly.react(el, fig.data || [], fit(fig, width), {responsive: true, displayModeBar: false,
+    const shown = Math.min(width, el.parentElement.clientWidth || width);
+    window.Plotly.react(el, fig.data || [], fit(fig, width, shown), {responsive: true, displayModeBar: false,
                         staticPlot: phone, scrollZoom: false, doubleClick: false});
   }
   function redraw() { if (S.room) { S.drawn.clear(); render(S.room); } }
