@@ -18,9 +18,9 @@ import gradio as gr
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from components.pages.learn import reveal as rv
 from specdec_core import Trace
 
+from components.pages.learn import reveal as rv
 from components.pages.learn.book import N_PLOTS, Ask, Chapter, Guess
 from components.pages.learn.runs import NeedsRun
 from components.pages.learn.tab import CHAPTERS, N

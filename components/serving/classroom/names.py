@@ -12,11 +12,9 @@ import re
 import unicodedata
 from typing import Any
 
-from components.serving.classroom.room import RoomError
+from components.serving.classroom.room import NEED_NICKNAME, RoomError
 
 MAX_LEN = 20
-NEED_NICKNAME = "This class asks for a nickname: type one, then Join."
-NICK_TAKEN = "Someone in this class has that nickname already: choose another."
 _ALLOWED = re.compile(r"[\w .'-]+")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s",
                        "!": "i", "|": "i"})
@@ -74,4 +72,4 @@ def nickname_of(raw: Any, wanted: bool) -> str:
         raise RoomError(f"{str(e)[:1].upper()}{str(e)[1:]}.", status=400, reason="nickname") from None
 
 
-__all__ = ["NEED_NICKNAME", "NICK_TAKEN", "nickname_of", "MAX_LEN", "INSIDE", "WORDS", "fold", "same_key", "check_nickname"]
+__all__ = ["nickname_of", "MAX_LEN", "INSIDE", "WORDS", "fold", "same_key", "check_nickname"]

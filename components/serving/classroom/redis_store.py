@@ -21,12 +21,11 @@ from urllib.parse import urlsplit
 import redis
 
 from components.serving.classroom import codes, names, wire
-from components.serving.classroom.names import NEED_NICKNAME, NICK_TAKEN, nickname_of
+from components.serving.classroom.names import nickname_of
 from components.serving.classroom import redis_scripts as lua
-from components.serving.classroom.room import (MOVED_ON, NO_RUN, NOT_JOINED, NOT_LEAD, OPEN, REMOVED, WAITING,
-                                               ChapterResult, ClassLimits, ClassView, Joined, LeadView, LiveShown,
-                                               Question, Revealed, RevealJob, RoomError, Shown, Student, check_timer,
-                                               guess_of, no_room, phase_now, plain_guess)
+from components.serving.classroom.room import (OPEN, ChapterResult, ClassLimits, ClassView, Joined, LeadView,
+                                               LiveShown, Question, Revealed, RevealJob, RoomError, Shown, Student,
+                                               check_timer, guess_of, no_room, phase_now, plain_guess, refusal)
 
 PREFIX = "specdec:class:"
 ROOMS_KEY = PREFIX + "rooms"           # code -> expiry (ms), for the server-wide room limit
@@ -102,22 +101,7 @@ class RedisRoomStore:
     def _refusal(self, status: str, code: str, out: list) -> RoomError:
         if status == "gone":
             return no_room(codes.shown_code(code))
-        if status == "closed":
-            return RoomError("Guessing is closed for this run." if out[1] != WAITING else
-                             "Wait for the presenter's run, then guess.")
-        return {"not_lead": RoomError(NOT_LEAD, status=403), "no_run": RoomError(NO_RUN),
-                "not_open": RoomError("A timer runs while guessing is open: run the chapter (or open guesses "
-                                      "again) first."),
-                "no_student": RoomError("That student is not in this class (any more)."),
-                "removed": RoomError(REMOVED, status=403), "not_joined": RoomError(NOT_JOINED, status=403),
-                "moved": RoomError(MOVED_ON),
-                "rate": RoomError(f"Easy: at most {self.limits.sends} sends in {self.limits.window_s:g} s. Your last "
-                                  "guess counts.", status=429),
-                "full": RoomError(f"This class is full: it has its {self.limits.students} students. Ask your "
-                                  "presenter.", gone=True, status=409),
-                "need_nick": RoomError(NEED_NICKNAME, status=400, reason="nickname"),
-                "nick_taken": RoomError(NICK_TAKEN, status=409, reason="nickname"),
-                }.get(status, RoomError(f"The class's store answered {status!r}.", status=500))
+        return refusal(status, self.limits, out[1] if status == "closed" else "")
 
     def _lead_view(self, code: str, out: list) -> LeadView:
         _, chapter, phase, run_no, students, guesses, version, expires_ms, deadline, nicknames = out[:10]
@@ -151,13 +135,12 @@ class RedisRoomStore:
                 self._asks_nicknames[code] = bool(nicknames)
                 return code, secret
             if out[0] == "full":
-                raise RoomError(f"This server is already running {self.limits.rooms} classes, its limit: try again "
-                                "when one has ended.")
+                raise refusal("rooms", self.limits)
         raise RoomError("Could not find a free class code: try again.", status=503)
 
     def _led(self, name: str, code: str, secret: str, *args: Any, keys: tuple[str, ...] = ()) -> list:
         if not isinstance(secret, str):
-            raise RoomError(NOT_LEAD, status=403)
+            raise refusal("not_lead", self.limits)
         return self._run(name, code, codes.secret_hash(secret), *args, keys=keys)
 
     def lead(self, code: str, secret: str) -> LeadView:
@@ -213,7 +196,7 @@ class RedisRoomStore:
 
     def remove(self, code: str, secret: str, handle: int) -> LeadView:
         if isinstance(handle, bool) or not isinstance(handle, int):
-            raise RoomError("That student is not in this class (any more).")
+            raise refusal("no_student", self.limits)
         return self._lead_view(code, self._led("REMOVE", code, secret, str(handle)))
 
     def results(self, code: str, secret: str) -> list[ChapterResult]:
@@ -267,11 +250,10 @@ class RedisRoomStore:
             raise no_room()
         if not isinstance(student, str) or isinstance(chapter, bool) or not isinstance(chapter, int) \
                 or isinstance(run_no, bool) or not isinstance(run_no, int):
-            raise RoomError(NOT_JOINED if not isinstance(student, str) else MOVED_ON,
-                            status=403 if not isinstance(student, str) else 409)
+            raise refusal("not_joined" if not isinstance(student, str) else "moved", self.limits)
         question = self._question(code, chapter)
         if question is not None and question.number != chapter:
-            raise RoomError(MOVED_ON)
+            raise refusal("moved", self.limits)
         kept = guess_of(question, value)
         self._run("GUESS", code, student, str(chapter), str(run_no), json.dumps(kept), str(self.limits.sends),
                   repr(self.limits.window_s))

@@ -56,6 +56,9 @@ NOT_JOINED = "This page has not joined the class: reload it."
 REMOVED = "Your presenter removed you from this class."
 NO_RUN = "Run this chapter first: the class's answer comes from your run."
 MOVED_ON = "The class has moved on since: look at the run on your screen now and guess again."
+NEED_NICKNAME = "This class asks for a nickname: type one, then Join."
+NICK_TAKEN = "Someone in this class has that nickname already: choose another."
+
 
 
 @dataclass(frozen=True)
@@ -290,8 +293,27 @@ def median_of(values: list[Any], choices: tuple[str, ...]) -> Any:
     return int(m) if m.is_integer() else round(m, 6)
 
 
+def refusal(kind: str, limits: ClassLimits, phase: str = "") -> RoomError:
+    """The refusal a store answers with, by its kind (the words ``RedisRoomStore``'s scripts answer too)."""
+    said = {"not_lead": (NOT_LEAD, 403), "no_run": (NO_RUN, 409), "removed": (REMOVED, 403),
+            "not_joined": (NOT_JOINED, 403), "moved": (MOVED_ON, 409),
+            "closed": ("Wait for the presenter's run, then guess." if phase == WAITING else
+                       "Guessing is closed for this run.", 409),
+            "not_open": ("A timer runs while guessing is open: run the chapter (or open guesses again) first.", 409),
+            "no_student": ("That student is not in this class (any more).", 409),
+            "rate": (f"Easy: at most {limits.sends} sends in {limits.window_s:g} s. Your last guess counts.", 429),
+            "rooms": (f"This server is already running {limits.rooms} classes, its limit: try again when one has "
+                      "ended.", 409),
+            "need_nick": (NEED_NICKNAME, 400), "nick_taken": (NICK_TAKEN, 409)}
+    if kind == "full":
+        return RoomError(f"This class is full: it has its {limits.students} students. Ask your presenter.", gone=True,
+                         status=409)
+    message, status = said.get(kind, (f"The class's store answered {kind[:40]!r}.", 500))
+    return RoomError(message, status=status, reason="nickname" if kind in ("need_nick", "nick_taken") else "")
+
+
 __all__ = ["WAITING", "OPEN", "LOCKED", "REVEALED", "PHASES", "RoomError", "ClassLimits", "GuessSpec", "Question",
            "Shown", "Truth", "Revealed", "ChapterResult", "LiveShown", "ClassView", "Joined", "Student", "LeadView",
            "RevealJob", "phase_now", "plain_guess", "guess_of", "check_timer", "median_of", "no_room", "ROOMS_ENV",
            "STUDENTS_ENV", "HOURS_ENV", "MAX_TIMER_S", "MAX_GUESS_TEXT", "NOT_LEAD", "NOT_JOINED", "REMOVED",
-           "NO_RUN", "MOVED_ON"]
+           "NO_RUN", "MOVED_ON", "NEED_NICKNAME", "NICK_TAKEN", "refusal"]

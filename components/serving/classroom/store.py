@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from components.serving.classroom import codes, names
-from components.serving.classroom.names import NICK_TAKEN, nickname_of
-from components.serving.classroom.room import (LOCKED, MOVED_ON, NO_RUN, NOT_JOINED, NOT_LEAD, OPEN, REMOVED,
-                                               REVEALED, WAITING, ChapterResult, ClassLimits, ClassView, Joined,
-                                               LeadView, LiveShown, Question, Revealed, RevealJob, RoomError, Shown,
-                                               Student, check_timer, guess_of, no_room, phase_now, plain_guess)
+from components.serving.classroom.names import nickname_of
+from components.serving.classroom.room import (LOCKED, OPEN, REVEALED, WAITING, ChapterResult, ClassLimits, ClassView,
+                                               Joined, LeadView, LiveShown, Question, Revealed, RevealJob, Shown,
+                                               Student, check_timer, guess_of, no_room, phase_now, plain_guess,
+                                               refusal)
 
 SWEEP_EVERY_S = 1.0
 STORE_ENV = "SPECDEC_CLASS_STORE"
@@ -132,7 +132,7 @@ class MemoryRoomStore:
     def _led(self, code: str, secret: str) -> _Room:
         room = self._room(code)
         if not codes.secret_matches(room.secret_hash, secret):
-            raise RoomError(NOT_LEAD, status=403)
+            raise refusal("not_lead", self.limits)
         return room
 
     def _changed(self, room: _Room, students_see: bool = True) -> None:
@@ -157,8 +157,7 @@ class MemoryRoomStore:
             now = self.clock()
             self._sweep(now, force=True)
             if len(self._rooms) >= self.limits.rooms:
-                raise RoomError(f"This server is already running {self.limits.rooms} classes, its limit: try again "
-                                "when one has ended.")
+                raise refusal("rooms", self.limits)
             code = codes.new_code()
             while code in self._rooms:
                 code = codes.new_code()
@@ -228,7 +227,7 @@ class MemoryRoomStore:
         with self._lock:
             room = self._led(code, secret)
             if phase_now(room.phase, room.deadline, self.clock()) != OPEN:
-                raise RoomError("A timer runs while guessing is open: run the chapter (or open guesses again) first.")
+                raise refusal("not_open", self.limits)
             room.deadline = self.clock() + seconds
             self._changed(room)
             return self._lead_view(room)
@@ -238,7 +237,7 @@ class MemoryRoomStore:
         with self._lock:
             room = self._led(code, secret)
             if room.phase == WAITING or room.memo is None:
-                raise RoomError(NO_RUN)
+                raise refusal("no_run", self.limits)
             if room.phase != LOCKED or room.deadline is not None:
                 room.phase, room.deadline = LOCKED, None
                 self._changed(room)
@@ -275,7 +274,7 @@ class MemoryRoomStore:
             room = self._led(code, secret)
             sid = room.handles.pop(handle, None) if isinstance(handle, int) else None
             if sid is None:
-                raise RoomError("That student is not in this class (any more).")
+                raise refusal("no_student", self.limits)
             del room.students[sid]                       # the nickname stays taken
             room.guesses.pop(sid, None)
             room.removed.add(sid)
@@ -295,17 +294,16 @@ class MemoryRoomStore:
         with self._lock:
             room = self._room(code)
             if isinstance(student, str) and student in room.removed:
-                raise RoomError(REMOVED, status=403)
+                raise refusal("removed", self.limits)
             if isinstance(student, str) and student in room.students:
                 s = room.students[student]
                 return Joined(student, s.handle, s.nickname, room.guesses.get(student))
             if len(room.students) >= self.limits.students:
-                raise RoomError(f"This class is full: it has its {self.limits.students} students. Ask your "
-                                "presenter.", gone=True, status=409)
+                raise refusal("full", self.limits)
             nick = nickname_of(nickname, room.nicknames)
             key = names.same_key(nick)
             if nick and key in room.nicks:
-                raise RoomError(NICK_TAKEN, status=409, reason="nickname")
+                raise refusal("nick_taken", self.limits)
             new = codes.new_student()
             room.next_handle += 1
             room.students[new] = _Student(room.next_handle, nick)
@@ -322,22 +320,20 @@ class MemoryRoomStore:
         with self._lock:
             room = self._room(code)
             if chapter != room.chapter:
-                raise RoomError(MOVED_ON)
+                raise refusal("moved", self.limits)
             kept = guess_of(room.question, value)
             who = room.students.get(student) if isinstance(student, str) else None
             if who is None:
-                raise RoomError(REMOVED if student in room.removed else NOT_JOINED, status=403)
+                raise refusal("removed" if student in room.removed else "not_joined", self.limits)
             if run_no != room.run_no:
-                raise RoomError(MOVED_ON)
+                raise refusal("moved", self.limits)
             now = self.clock()
             phase = phase_now(room.phase, room.deadline, now)
             if phase != OPEN:
-                raise RoomError("Guessing is closed for this run." if phase != WAITING else
-                                "Wait for the presenter's run, then guess.")
+                raise refusal("closed", self.limits, phase)
             who.sends = [t for t in who.sends if now - t < self.limits.window_s]
             if len(who.sends) >= self.limits.sends:
-                raise RoomError(f"Easy: at most {self.limits.sends} sends in {self.limits.window_s:g} s. Your last "
-                                "guess counts.", status=429)
+                raise refusal("rate", self.limits)
             who.sends.append(now)
             if student not in room.guesses or room.guesses[student] != kept:     # a replayed send counts once
                 room.guesses[student] = kept
