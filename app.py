@@ -4,7 +4,8 @@
 
 ``build_demo(pool)`` assembles the tabs (Learn, Live, Replay, then the teaching tabs; ``?tab=<id>`` opens one,
 ``?tab=learn&chapter=N`` a chapter of the lesson), wires their events, adds the class panel (presenter mode, Learn
-tab), and adds the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
+tab) and the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API
+page); ``launch_options`` adds the students' page of a class (``/class``) and its routes.
 ``main()`` loads the bundled model (on CUDA when available), warms it up, starts the one-time calibration of this
 machine's costs in the background (``components/serving/calibrate.py``: runs wait for it, with a note, instead of
 calibrating themselves) and launches with the queue on. Nothing is loaded or measured at import time.

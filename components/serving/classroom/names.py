@@ -4,7 +4,8 @@ digits, spaces and ``- _ . '``, and passes a small word filter; a room holds eac
 accents, spaces or marks). Pages escape it wherever it is drawn; only the presenter's page draws it.
 
 The filter is deliberately small (common English insults and profanity, read through look-alike digits, so
-"xXb1tchXx" is caught; the short ones as whole words only, so Scunthorpe and Hancock pass): it keeps the obvious off the projector, and the presenter can remove a student.
+"xXb1tchXx" is caught; the short ones as whole words only, so Scunthorpe and Hancock pass): it keeps the obvious off
+the projector, and the presenter can remove a student.
 """
 from __future__ import annotations
 

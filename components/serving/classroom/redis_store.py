@@ -31,6 +31,7 @@ PREFIX = "specdec:class:"
 ROOMS_KEY = PREFIX + "rooms"           # code -> expiry (ms), for the server-wide room limit
 VIEW_FIELDS = ("chapter", "phase", "run_no", "stage", "question", "deadline", "setting_label", "live_no",
                "nicknames", "expires_ms")
+CACHE_MAX = 2000                       # questions and nickname flags this process keeps, by room
 MAX_CONNECTIONS = 48                   # this process's connections to Redis; more callers wait for one (≤ 5 s)
 UNREACHABLE = "The class's store (Redis) cannot be reached just now: try again in a moment."
 
@@ -84,6 +85,13 @@ class RedisRoomStore:
                                  f"({str(e)[:120]})") from None
         return cls(client, limits)
 
+    @staticmethod
+    def _remember(cache: dict, key: Any, value: Any) -> None:
+        """Keep ``value`` in one of this process's small caches (emptied past ``CACHE_MAX`` entries: rooms go)."""
+        if len(cache) >= CACHE_MAX:
+            cache.clear()
+        cache[key] = value
+
     # --- calling Redis ---------------------------------------------------------------------------------
 
     def _run(self, name: str, code: str, *args: Any, keys: tuple[str, ...] = ()) -> list:
@@ -132,7 +140,7 @@ class RedisRoomStore:
             except redis.RedisError:
                 raise RoomError(UNREACHABLE, status=503) from None
             if out[0] == "ok":
-                self._asks_nicknames[code] = bool(nicknames)
+                self._remember(self._asks_nicknames, code, bool(nicknames))
                 return code, secret
             if out[0] == "full":
                 raise refusal("rooms", self.limits)
@@ -212,7 +220,7 @@ class RedisRoomStore:
                 raise RoomError(UNREACHABLE, status=503) from None
             if flag is None:
                 raise no_room(codes.shown_code(code))
-            self._asks_nicknames[code] = flag == "1"
+            self._remember(self._asks_nicknames, code, flag == "1")
         return self._asks_nicknames[code]
 
     def join(self, code: str, student: str | None, nickname: str | None = None) -> Joined:
@@ -241,7 +249,7 @@ class RedisRoomStore:
             question = wire.loads(raw)
             if question is None or question.number != chapter:
                 return question
-            self._questions[key] = question
+            self._remember(self._questions, key, question)
         return self._questions[key]
 
     def guess(self, code: str, student: str, chapter: int, run_no: int, value: Any) -> Any:

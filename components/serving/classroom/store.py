@@ -393,5 +393,4 @@ def default_store() -> RoomStore:
         return _STORE
 
 
-__all__ = ["RoomStore", "MemoryRoomStore", "default_store", "store_from_env", "nickname_of", "guess_of", "NEED_NICKNAME", "NICK_TAKEN",
-           "STORE_ENV"]
+__all__ = ["RoomStore", "MemoryRoomStore", "default_store", "store_from_env", "STORE_ENV"]
