@@ -355,7 +355,18 @@
     // and scrolls in its own box
     const L = fig.layout || {};
     const dense = (L.shapes || []).length + (L.annotations || []).length > 8;
-    el.classList.toggle("sd-class-wide", dense && el.parentElement.clientWidth < 720);
+    const wide = dense && el.parentElement.clientWidth < 720;
+    el.classList.toggle("sd-class-wide", wide);
+    const box = el.parentElement;               // a box that scrolls takes the keyboard's focus (arrows scroll it)
+    if (wide) {
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", "Figure: scroll sideways to see all of it");
+    } else {
+      box.removeAttribute("tabindex");
+      box.removeAttribute("role");
+      box.removeAttribute("aria-label");
+    }
     const width = el.clientWidth || window.innerWidth;
     const phone = window.innerWidth < 640;           // a phone: no hover, no zoom; a touch scrolls the page
     const shown = Math.min(width, el.parentElement.clientWidth || width);
