@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -120,7 +121,9 @@ class RoomFeed:
             codes = list(self._watches)
             try:
                 stages = await run_in_threadpool(self.store.stages, codes)
-            except RoomError:                            # Redis away: the pages keep what they have, we try again
+            except Exception as e:                       # noqa: BLE001 - Redis away (a RoomError) or a fault: the
+                if not isinstance(e, RoomError):         # pages keep what they have, and we try again
+                    print(f"class feed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
                 continue
             self.refreshes += 1
             for code in codes:
@@ -129,7 +132,9 @@ class RoomFeed:
                     continue
                 try:
                     doc = GONE if stages.get(code) is None else await run_in_threadpool(self._build, code)
-                except RoomError:
+                except Exception as e:                   # noqa: BLE001 - as above: this room is asked again next time
+                    if not isinstance(e, RoomError):
+                        print(f"class feed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
                     continue
                 self._publish(watch, doc)
 

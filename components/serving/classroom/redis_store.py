@@ -99,6 +99,8 @@ class RedisRoomStore:
             raise no_room()
         try:
             out = self._scripts[name](keys=[room_key(code), *keys], args=[repr(self.clock()), *args])
+        except redis.ResponseError as e:             # the script failed: say so, it is not a network problem
+            raise RoomError(f"The class's store refused this: {str(e)[:120]}", status=500) from None
         except redis.RedisError:
             raise RoomError(UNREACHABLE, status=503) from None
         status = out[0]
