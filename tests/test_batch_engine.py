@@ -139,7 +139,7 @@ def test_the_cost_aware_k_falls_to_zero_as_the_batch_grows():
 def test_the_batch_prices_are_measured_for_each_size():
     target, draft = make_tiny_lm(vocab_size=40, seed=1), make_tiny_lm(vocab_size=40, seed=2)
     for drafter in (NGramDrafter(), ModelDrafter(draft)):
-        prices = measure_batch_prices(target, drafter, SpecConfig(k=3), sizes=(1, 2), generate=batch_generate)
+        prices = measure_batch_prices(target, drafter, SpecConfig(k=3), batch_generate, sizes=(1, 2))
         assert prices.sizes == (1, 2) and prices.widths == price_widths(3) == (1, 2, 3, 4)
         assert all(v > 0 for row in prices.verify_ms for v in row) and prices.draft_per_token == (drafter.name != "ngram")
         assert all(v >= 0 for v in prices.overhead_ms + prices.baseline_overhead_ms)

@@ -274,7 +274,7 @@ def tab_walk(pg: Any, presses: int) -> list[str]:
 # A class (components/pages/classroom): the presenter's panel on the Learn tab and the students' page.
 CLASS_HISTOGRAM_JS = """
 () => {
-  const gd = document.querySelector('#class-histogram .js-plotly-plot');
+  const gd = document.querySelector('#class-histogram.js-plotly-plot, #class-histogram .js-plotly-plot');
   if (!gd || !gd.data || gd.offsetParent === null) return null;
   const bars = gd.data.filter((t) => t.type === 'bar');
   return {title: String(gd.layout?.title?.text || ''), guesses: bars.reduce((n, t) => n + t.y.reduce((a, b) => a + b, 0), 0),
@@ -297,7 +297,7 @@ def class_join(b: Any, url: str, code: str | None, viewport: dict | None = None)
     pg = b.new_page(viewport=dict(viewport or VIEWPORT))
     pg.set_default_timeout(30_000)
     pg.goto(url if code is None else f"{url}?class={code}")
-    pg.wait_for_function("() => /Class |no class|not a class code|Type the class code|full/.test("
+    pg.wait_for_function("() => /Class |no class|not a class code|Type the class code|full|nickname|removed/.test("
                          "document.querySelector('#class-status')?.innerText || '')")
     return pg
 

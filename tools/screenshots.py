@@ -6,7 +6,8 @@ headless chromium (the browser tests' set-up, ``tools/browser.py``) and save
 - ``docs/learn.png``: the Learn tab's chapter 2 after its run, a guess and Reveal (full page);
 - ``docs/learn-phone.png``: the same on a 390 × 844 phone (twice the pixels), from its top to its answer;
 - ``docs/class-reveal.png``: a class's Reveal on the presenter's page (presenter mode): chapter 1 run, eleven
-  students' guesses sent over HTTP as their pages send them, the class's answer and histogram.
+  students' guesses sent over HTTP as their pages send them and one from a phone, the class's answer and histogram;
+  ``docs/class-phone.png``: the same Reveal on the phone's students' page (its guess, its own line, the histogram).
 
     make screenshots          # or: python -m tools.screenshots [--out docs] [--only live presenter learn phone class]
 
@@ -23,11 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tools.browser import (VIEWPORT, browser, chromium_missing, class_histogram, class_start, learn_guess, learn_part,
                            learn_reveal, learn_run, open_page, presenter_replay_at, run_live)
-from tools.classload import Page, fn_table
+from tools.classclient import Conn
 from tools.loadtest import ROOT, start_app
 
 LIVE_PROMPT = "Repeat this sentence exactly, twice: <b>Bold</b> cats & dogs sleep on the warm red mat."
@@ -76,18 +75,16 @@ CLASS_GUESSES = (1.0, 1.25, 1.5, 1.5, 1.75, 2.0, 2.0, 2.5, 3.0, 4.0, 6.0)   # ch
 
 
 async def _students_guess(url: str, code: str, run_done: threading.Event, guesses: Sequence[float]) -> None:
-    """Students on their pages' own events (``tools.classload``): join, and once the run is out, send a guess."""
-    fns = fn_table(url)
-    async with httpx.AsyncClient() as http:
-        pages = [Page(http, url, fns) for _ in guesses]
-        for page in pages:
-            await page.call("class_join", [code, None])
-        await asyncio.to_thread(run_done.wait, 300)
-        for page, guess in zip(pages, guesses):
-            await page.call("class_refresh", [None])          # the page draws the run (its chapter and run kept)
-            await page.call("class_send", [None, guess, None, True])
-        for page in pages:
-            page.conn.close()
+    """Students as their pages call the class's routes (``tools.classclient``): join, and once the run is out, send a
+    guess."""
+    conns = [Conn(url) for _ in guesses]
+    ids = [(await c.post_json("/class/api/join", {"code": code}))[1]["student"] for c in conns]
+    await asyncio.to_thread(run_done.wait, 300)
+    for conn, student, guess in zip(conns, ids, guesses):
+        await conn.post_json("/class/api/guess", {"code": code, "student": student, "chapter": 1, "run_no": 1,
+                                                  "value": guess})
+    for conn in conns:
+        conn.close()
 
 
 def _class(b: Any, url: str, path: Path) -> None:
@@ -96,18 +93,31 @@ def _class(b: Any, url: str, path: Path) -> None:
     pg.goto(url + "?presenter=1")
     pg.wait_for_selector("#class-start")
     code = class_start(pg).replace("-", "")
+    phone = b.new_page(**PHONE)                  # one student on a phone, for class-phone.png
+    phone.set_default_timeout(60_000)
+    phone.goto(f"{url}?class={code}")
+    phone.wait_for_function("() => /Class /.test(document.querySelector('#class-status')?.innerText || '')")
     run_done = threading.Event()             # the students run in a thread of their own (playwright holds this one)
     students = threading.Thread(target=asyncio.run, args=(_students_guess(url, code, run_done, CLASS_GUESSES),))
     students.start()
     learn_run(pg)
     run_done.set()
     students.join(300)
-    pg.wait_for_function(f"() => /Guesses in: {len(CLASS_GUESSES)} of/.test("
+    box = phone.locator(".learn-guess input[type=number]")
+    box.fill("2.25")
+    phone.click("#class-send")
+    pg.wait_for_function(f"() => /Guesses in: {len(CLASS_GUESSES) + 1} of/.test("
                          "document.querySelector('#class-count')?.innerText)")
     pg.click("#class-reveal")
     class_histogram(pg)
+    class_histogram(phone)
     time.sleep(1.0)                            # let the histogram finish drawing
     pg.locator("#class-lead").screenshot(path=str(path))
+    top = phone.evaluate("() => document.querySelector('#class-guess-form').getBoundingClientRect().top + scrollY - 8")
+    bottom = phone.evaluate("() => document.querySelector('#class-histogram').getBoundingClientRect().bottom + scrollY")
+    phone.screenshot(path=str(path.with_name("class-phone.png")), full_page=True,
+                     clip={"x": 0, "y": top, "width": 390, "height": bottom - top + 8})
+    phone.close()
     pg.close()
 
 

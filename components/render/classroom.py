@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -114,15 +115,10 @@ CSS = """
 .sd-class-problem { border-left: 5px solid #D55E00; }
 .sd-class-ok { border-left: 5px solid #009E73; }
 .sd-class-wait { border-left: 5px solid #777; }
-#class-page, #class-page * { min-width: 0; }
-#class-page { max-width: 900px; margin: 0 auto; overflow-wrap: anywhere; }
-.nav-holder { display: none !important; }
 body.sd-presenter .sd-class-code { font-size: 30px !important; }
 body.sd-presenter .sd-class-code b { font-size: 44px !important; }
 body.sd-presenter .sd-class-count { font-size: 28px !important; }
 """
-# .nav-holder: gradio draws a page bar once an app has a second page (the students' /class), and gr.Navbar(visible=
-# False) does not hide it in gradio 6.31; the app has no other navigation bar.
 
 
 def code_html(shown: str) -> str:
@@ -149,18 +145,29 @@ def status_html(text: str, kind: str = "wait") -> str:
     return f'<p class="sd-class-status sd-class-{html.escape(kind)}" role="status">{html.escape(text, quote=False)}</p>'
 
 
-def setting_html(text: str) -> str:
-    """The presenter's setting of the run, in words, above it."""
-    return f'<p class="sd-class-setting"><b>{html.escape(text)}</b></p>'
-
-
 def _class_words(total: int, right: int) -> str:
     return f"{total} guess{'es' if total != 1 else ''} in, {right} right" if total else "no guesses came in"
 
 
-def class_line_html(total: int, right: int) -> str:
-    """The class's count under a student's own answer."""
-    return f'<p class="sd-class-line"><b>The class:</b> {html.escape(_class_words(total, right))}.</p>'
+def roster_choices(students: Sequence[Any]) -> list[tuple[str, int]]:
+    """The presenter's list of students, for a dropdown: (label, handle); the label is the nickname (as text: the
+    dropdown draws it as text) or "student N", and whether they answered this run."""
+    return [(f"{s.nickname or f'student {s.handle}'} (#{s.handle}){' ✓' if s.answered else ''}", s.handle)
+            for s in students]
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_ITALIC = re.compile(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])")
+
+
+def text_html(markdown: str) -> str:
+    """A chapter's text (the lesson's own markdown: paragraphs, **bold**, *italic*) as HTML, escaped first."""
+    paragraphs = [p.strip() for p in markdown.split("\n\n") if p.strip()]
+    out = []
+    for p in paragraphs:
+        body = _ITALIC.sub(r"<em>\1</em>", _BOLD.sub(r"<strong>\1</strong>", html.escape(p, quote=False)))
+        out.append(f"<p>{body}</p>")
+    return "".join(out)
 
 
 def summary_html(measured: str, judged: str, why: str, extra: str, total: int, right: int) -> str:
@@ -174,5 +181,4 @@ def summary_html(measured: str, judged: str, why: str, extra: str, total: int, r
 
 
 __all__ = ["class_histogram", "TruthLike", "RIGHT", "WRONG", "CANT_TELL", "CSS", "code_html", "join_html",
-           "count_html", "status_html", "setting_html", "summary_html",
-           "class_line_html"]
+           "count_html", "status_html", "summary_html", "text_html", "roster_choices"]

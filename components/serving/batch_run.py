@@ -46,7 +46,7 @@ class BatchRun:
         if self.cfg.k_policy == "cost":
             yield PRICES_NOTE
             self.prices = measured_batch_prices(self.pair.target.model, self.pair.drafter(), self.cfg,
-                                                generate=batch_generate)
+                                                batch_generate)
 
     def speculative(self) -> Iterator[Trace]:
         lm = self.pair.target

@@ -78,7 +78,7 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
     rows = [_row(b, ids, cfg, config, eos, bugs, tokenizer, texts[b] if texts else "")
             for b, ids in enumerate(rows_ids)]
     if cfg.k_policy == "cost" and prices is None:   # measured once per process, before the clock starts
-        prices = measured_batch_prices(target, single, cfg, generate=batch_generate)
+        prices = measured_batch_prices(target, single, cfg, batch_generate)
     k_policy = make_batch_k_policy(cfg, target, single, prices)
     head = rows[0].trace
     head.batch = BatchRecord(size=len(rows), rows=[r.trace for r in rows[1:]],
@@ -88,7 +88,9 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
     device, warping = tgt.device, Warping(cfg.temperature, cfg.top_k, cfg.top_p)
     t_run = now_ms(device)
     _prefill(tgt, drafter, rows)
-    head.batch.stats.prefill_ms = head.stats.prefill_ms = now_ms(device) - t_run
+    head.batch.stats.prefill_ms = now_ms(device) - t_run
+    for r in rows:
+        r.trace.stats.prefill_ms = head.batch.stats.prefill_ms
     active = list(rows)
     try:
         while active:

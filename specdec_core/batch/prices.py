@@ -7,8 +7,7 @@ finds matches), at each batch size of ``BATCH_SIZES``:
    ``price_widths`` (the least of ``REPS`` timings each, taken in rounds over the widths after a warm-up round);
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
-   short fixed-K batched run (through ``generate``: the engine's ``batch_generate``, passed in so that this module
-   does not import the engine that imports it) and a short batched baseline at that size.
+   short fixed-K batched run and a short batched baseline at that size.
 """
 from __future__ import annotations
 
@@ -26,7 +25,12 @@ from ..drafters.base import DraftPolicy
 from ..policy.batch_cost import BatchPrices
 from ..policy.calibration import model_key
 from ..timing import now_ms
+from ..trace import Trace
+from .baseline import batch_baseline
 from .drafters import batch_drafter
+from .target import BatchTarget
+
+Generate = Callable[[torch.nn.Module, Any, list[list[int]], SpecConfig], Trace]   # engine.batch_generate
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 CONTEXT = 64            # tokens each row holds while its forwards are timed
@@ -34,7 +38,6 @@ REPS = 3                # timings per (size, width); the least is kept
 RUN_TOKENS = 8          # new tokens of the short runs the host time is read off
 RUN_K = 2
 
-Generate = Callable[..., Any]   # the engine's run: batch_generate(target, drafter, prompts, cfg, prices=None) -> Trace
 _CACHE: dict[tuple, BatchPrices] = {}
 _LOCK = threading.Lock()
 
@@ -53,21 +56,19 @@ def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
     return head + head[:n // 2]
 
 
-def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                          sizes: tuple[int, ...] = BATCH_SIZES, *, generate: Generate) -> BatchPrices:
-    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use
-    (``generate``: the engine's ``batch_generate``)."""
+def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
+                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use.
+    ``generate``: the batched engine's run (``engine.batch_generate``; passed in, as the engine calls this)."""
     key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
     with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
         if key not in _CACHE:
-            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes, generate=generate)
+            _CACHE[key] = measure_batch_prices(target, drafter, cfg, generate, sizes)
         return _CACHE[key]
 
 
-def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                         sizes: tuple[int, ...] = BATCH_SIZES, *, generate: Generate) -> BatchPrices:
-    from .baseline import batch_baseline
-    from .target import BatchTarget
+def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
+                         sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
     widths = price_widths(cfg.k)
@@ -87,7 +88,7 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
                 tgt.rollback([len(ids)] * b)
         verify.append(tuple(best))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
-        trace = generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        trace = generate(target, drafter, [ids] * b, run_cfg)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
         base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
@@ -98,7 +99,6 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
 def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device) -> float:
     """One batched draft step over b rows after the context, feeding each row the last two tokens as a step after
     a verify does (the least of ``REPS``); prompt lookup: the rows' lookups."""
-    from .target import BatchTarget
     bd = batch_drafter(drafter)
     bd.start([ids] * b)
     feats = []

@@ -12,6 +12,7 @@ The handlers return tuples in the order of the page's outputs (``lead_page`` wir
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from gradio.components.plot import PlotData
 from specdec_core import Trace
 
 from components.pages.classroom.publish import (REVEAL_FIGURE, class_chapter, figure_json, placeholder_json,
-                                                reveal_for_class)
+                                                question_of, reveal_for_class, setting_words)
 from components.pages.classroom.publish import shown_run as make_shown
 from components.pages.learn.book import N_PLOTS
 from components.pages.learn.tab import N, go_to
@@ -30,8 +31,8 @@ from components.render.classroom import code_html, count_html, join_html, status
 from components.render.figures import timeline_figure
 from components.render.qr import qr_img
 from components.render.tokens import tokens_html
-from components.serving.classroom import (LOCKED, OPEN, REVEALED, WAITING, LeadView, LiveShown, Revealed, RevealJob,
-                                          RoomError, RoomStore)
+from components.serving.classroom import (LOCKED, OPEN, REVEALED, WAITING, ChapterResult, LeadView, LiveShown,
+                                          Revealed, RevealJob, RoomError, RoomStore)
 from components.serving.classroom.codes import SECRET_BYTES, check_token, is_code, parse_code, shown_code
 from components.serving.messages import page_warning
 from components.serving.pairs import Pool
@@ -100,13 +101,21 @@ def _panel(lead: dict, view: LeadView, base: str | None, message: str = "", kind
     status = status_html(message, kind) if message else gr.skip()
     lock = gr.Button("Open guesses again" if view.phase == LOCKED else "Lock guesses",
                      interactive=view.phase in (OPEN, LOCKED))
-    return (lead, lead, code_html(shown_code(code)), join, _count(view), status, gr.Row(visible=True),
-            gr.Button(visible=False), link, gr.Timer(active=True), view.version, lock)
+    return (lead, lead, code_html(shown_code(code)), join, count_line(view), status, gr.Column(visible=True),
+            gr.Row(visible=False), link, gr.Timer(active=True), shown_key(view), lock)
 
 
-def _count(view: LeadView) -> str:
-    return count_html(view.students, view.guesses, f"chapter {view.chapter}: {PHASE_WORDS.get(view.phase, '')}",
-                      view.minutes_left)
+def shown_key(view: LeadView) -> str:
+    """What the count line shows, as a key: it changes with the room (a join, a guess), its phase (a timer that ran
+    out) and every second the timer counts down."""
+    left = "" if view.timer_left is None else str(math.ceil(view.timer_left))
+    return f"{view.version}|{view.phase}|{left}"
+
+
+def count_line(view: LeadView) -> str:
+    timer = f" · ⏱ {view.timer_left:.0f} s left" if view.timer_left is not None else ""
+    return count_html(view.students, view.guesses,
+                      f"chapter {view.chapter}: {PHASE_WORDS.get(view.phase, '')}{timer}", view.minutes_left)
 
 
 def _lost(e: RoomError, code: Any = None) -> str:
@@ -118,14 +127,15 @@ def _lost(e: RoomError, code: Any = None) -> str:
 
 def _no_class(message: str = "", kind: str = "problem") -> tuple:
     """The panel of a page that leads nothing (again): Start shown, the rest cleared."""
-    return (None, None, "", "", "", status_html(message, kind) if message else "", gr.Row(visible=False),
-            gr.Button(visible=True), gr.Textbox(value="", visible=False), gr.Timer(active=False), -1,
+    return (None, None, "", "", "", status_html(message, kind) if message else "", gr.Column(visible=False),
+            gr.Row(visible=True), gr.Textbox(value="", visible=False), gr.Timer(active=False), -1,
             gr.Button("Lock guesses"))
 
 
-def start_class(store: RoomStore, base: Any, lead: Any = None) -> tuple:
-    """Start a class: a room with its code, join link and QR (``base``: the page's address, from its browser). A page
-    that already leads a live room keeps it."""
+def start_class(store: RoomStore, base: Any, lead: Any = None, nicknames: Any = False, chapter: Any = 1) -> tuple:
+    """Start a class: a room with its code, join link and QR (``base``: the page's address, from its browser;
+    ``nicknames``: joining asks each student for one, else the class is anonymous), on the presenter's ``chapter``. A
+    page that already leads a live room keeps it."""
     where = base_url(base)
     try:
         code, secret = read_lead(lead)
@@ -134,8 +144,9 @@ def start_class(store: RoomStore, base: Any, lead: Any = None) -> tuple:
     except RoomError:
         pass
     try:
-        code, secret = store.create()
-        view = store.lead(code, secret)
+        code, secret = store.create(nicknames=nicknames is True)
+        number = chapter if isinstance(chapter, int) and not isinstance(chapter, bool) and 1 <= chapter <= N else 1
+        view = store.set_chapter(code, secret, question_of(number))
     except RoomError as e:
         return _no_class(str(e))
     return _panel({"code": code, "secret": secret}, view, where,
@@ -169,7 +180,8 @@ def restore_lead(store: RoomStore, from_link: Any, stored: Any, base: Any) -> tu
 
 
 def lead_poll(store: RoomStore, lead: Any, seen: Any) -> tuple:
-    """The presenter's timer: the count again when the room changed (a student joined or guessed), else nothing."""
+    """The presenter's timer: the count again when the room changed (a student joined or guessed) or while the guess
+    timer counts down, else nothing."""
     if not lead:
         return (*_skip_panel()[:-3], gr.Timer(active=False), gr.skip(), gr.skip())
     try:
@@ -177,9 +189,9 @@ def lead_poll(store: RoomStore, lead: Any, seen: Any) -> tuple:
         view = store.lead(code, secret)
     except RoomError as e:
         return _no_class(_lost(e, lead.get("code") if isinstance(lead, dict) else None))
-    if view.version == seen:
+    if shown_key(view) == seen:
         return _skip_panel()
-    return (*(gr.skip(),) * 4, _count(view), *(gr.skip(),) * 5, view.version, gr.skip())
+    return (*(gr.skip(),) * 4, count_line(view), *(gr.skip(),) * 5, shown_key(view), gr.skip())
 
 
 def lock_guesses(store: RoomStore, lead: Any) -> tuple:
@@ -224,12 +236,12 @@ def follow_chapter(store: RoomStore, lead: Any, number: Any) -> tuple:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     try:
         code, secret = read_lead(lead)
-        view = store.set_chapter(code, secret, number)
+        view = store.set_chapter(code, secret, question_of(number))
     except RoomError as e:
         return status_html(str(e), "problem"), gr.skip(), gr.skip(), gr.skip()
     title = class_chapter(number).title
     return (status_html(f"The class follows you to chapter {number}, “{title}”. Run it: they see your run.", "ok"),
-            _count(view), view.version, gr.Column(visible=view.phase == REVEALED))
+            count_line(view), shown_key(view), gr.Column(visible=view.phase == REVEALED))
 
 
 def publish_run(store: RoomStore, lead: Any, number: int, outputs: Sequence[Any], setting: Any) -> None:
@@ -240,7 +252,8 @@ def publish_run(store: RoomStore, lead: Any, number: int, outputs: Sequence[Any]
     note, figures, memo = outputs[0], outputs[1:1 + N_PLOTS], outputs[1 + N_PLOTS]
     try:
         code, secret = read_lead(lead)
-        store.publish_run(code, secret, number, make_shown(number, note, figures, setting), memo, setting)
+        store.publish_run(code, secret, question_of(number), make_shown(number, note, figures, setting, memo), memo,
+                          setting)
     except RoomError as e:
         page_warning(f"The class did not get this run: {e}")
 
@@ -253,14 +266,13 @@ def choose_setting(store: RoomStore, lead: Any, value: Any, number: int) -> None
         ch = class_chapter(number)
         code, secret = read_lead(lead)
         if ch.setting is not None and ch.setting.at_reveal:
-            store.choose_setting(code, secret, number, make_shown(number, "", (), ch.setting.check(value)).setting,
-                                 value)
+            store.choose_setting(code, secret, number, setting_words(ch, ch.setting.check(value)), value)
     except (RoomError, ValueError) as e:
         page_warning(f"The class did not get this setting: {e}")
 
 
 def reveal_to_class(store: RoomStore, pool: Pool, lead: Any,
-                    measure: Callable[[Pool, RevealJob], Revealed] = reveal_for_class) -> tuple:
+                    measure: Callable[[Pool, RevealJob], tuple[Revealed, ChapterResult]] = reveal_for_class) -> tuple:
     """Reveal to the whole class: guessing locked, the chapter's answer measured once from the presenter's run
     (``measure``: ``publish.reveal_for_class``, on a GPU where there is one), every guess judged, the histogram
     made; every page shows them. (status, count, results, class answer, class histogram, then for each chapter its
@@ -272,13 +284,13 @@ def reveal_to_class(store: RoomStore, pool: Pool, lead: Any,
     except RoomError as e:
         return status_html(str(e), "problem"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), *rest
     try:
-        revealed = measure(pool, job)
+        revealed, result = measure(pool, job)
     except RoomError as e:
         store.finish_reveal(code, secret, job, None)
         return status_html(str(e), "problem"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), *rest
-    view = store.finish_reveal(code, secret, job, revealed)
+    view = store.finish_reveal(code, secret, job, revealed, result)
     if view.phase != REVEALED or view.chapter != job.chapter:
-        return status_html("The class moved on while the answer was measured.", "problem"), _count(view), \
+        return status_html("The class moved on while the answer was measured.", "problem"), count_line(view), \
             gr.skip(), gr.skip(), gr.skip(), *rest
     chapters = []
     for n in range(1, N + 1):
@@ -289,7 +301,7 @@ def reveal_to_class(store: RoomStore, pool: Pool, lead: Any,
         chapters += [revealed.summary, *(PlotData(type="plotly", plot=f) if f else gr.skip() for f in figures)]
     n = revealed.total
     said = f"Revealed to the class: {n} guess{'es' if n != 1 else ''}, {revealed.right} right."
-    return (status_html(said, "ok"), _count(view), gr.Column(visible=True), revealed.summary,
+    return (status_html(said, "ok"), count_line(view), gr.Column(visible=True), revealed.summary,
             PlotData(type="plotly", plot=revealed.histogram), *chapters)
 
 
@@ -310,4 +322,5 @@ def push_live(store: RoomStore, lead: Any, latest: Any) -> Any:
 
 __all__ = ["POLL_S", "base_url", "join_link", "lead_link", "read_lead", "parse_lead_param", "start_class",
            "restore_lead", "lead_poll", "lock_guesses", "end_class", "hide_results", "show_panel", "follow_chapter",
-           "publish_run", "choose_setting", "reveal_to_class", "push_live", "N_PANEL", "LINK_LABEL", "PHASE_WORDS"]
+           "publish_run", "choose_setting", "reveal_to_class", "push_live", "N_PANEL", "LINK_LABEL", "PHASE_WORDS",
+           "count_line", "shown_key"]

@@ -1,32 +1,42 @@
-"""What a class's room is given, made once per room from the Learn chapters: the presenter's run as every page
-draws it (``shown_run``: the figures as Plotly JSON, the note, the setting in words), and a Reveal's results
-(``reveal_for_class``: the chapter's ``measure`` made once, every guess judged from it by the chapter's pure
-``judge``, the class's histogram, the summary every page shows and each student's own answer block).
+"""What a class's room is given, made once per room from the Learn chapters: the chapter's question as a student's
+page asks it (``question_of``: title, text, the guess control, which the store checks guesses against), the
+presenter's run as every page draws it (``shown_run``: the figures as Plotly JSON, the note, the setting in words,
+the run's tokens coloured by fate), and a Reveal's results (``reveal_for_class``: the chapter's ``measure`` made once,
+each distinct guess judged from it by the chapter's pure ``judge``, the class's histogram, the summary every page
+shows, the verdict on each guess value, and the record the presenter keeps).
 
-Guesses are checked against the chapter's guess control here (``check_guess``), before the store keeps them.
 Nothing here touches the store: the presenter's handlers (``lead``) take what these return to it.
 """
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import gradio as gr
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from specdec_core import Trace
+
 from components.pages.learn import reveal as rv
 from components.pages.learn.book import N_PLOTS, Ask, Chapter, Guess
 from components.pages.learn.runs import NeedsRun
 from components.pages.learn.tab import CHAPTERS, N
 from components.render.base import empty_figure
-from components.render.classroom import class_histogram, summary_html
-from components.serving.classroom import Revealed, RevealJob, RoomError, Shown
+from components.render.classroom import class_histogram, summary_html, text_html
+from components.render.tokens import tokens_html
+from components.serving.classroom import (ChapterResult, GuessSpec, Question, Revealed, RevealJob, RoomError, Shown,
+                                          Truth)
+from components.serving.classroom.room import median_of
 from components.serving.pairs import Pool
 
 WAIT_FIGURE = "Your presenter runs this chapter: the run is drawn here."
 REVEAL_FIGURE = "Drawn when your presenter reveals the answer."
+# chapters whose question the run's tokens coloured by fate would answer (how many drafts were kept; α of a draft):
+# their students see the tokens from the Reveal on
+TOKENS_AT_REVEAL = frozenset({"anatomy", "sampling"})
 
 
 def class_chapter(number: Any) -> Chapter:
@@ -55,27 +65,39 @@ def setting_words(ch: Chapter, value: Any) -> str:
     return f"{ch.setting.label}: {label}" if label is not None else ""
 
 
-def shown_run(number: int, note: str, figures: Sequence[Any], setting: Any) -> Shown:
+def guess_spec(guess: Guess) -> GuessSpec:
+    return GuessSpec(guess.label, guess.minimum, guess.maximum, guess.step, tuple(guess.choices))
+
+
+@functools.lru_cache(maxsize=None)
+def question_of(number: int) -> Question:
+    """Chapter ``number`` as a student's page asks it (made once per chapter)."""
+    ch = class_chapter(number)
+    return Question(number, N, ch.title, text_html(ch.text), guess_spec(ch.guess))
+
+
+def run_trace(memo: Any) -> Trace | None:
+    """The speculative run a chapter's memo holds (a chain's, a tree's, the first of a pair), or None."""
+    if not isinstance(memo, dict):
+        return None
+    for key in ("trace", "tree", "standard"):
+        found = memo.get(key)
+        found = found[0] if isinstance(found, tuple) and found else found
+        if isinstance(found, Trace):
+            return found
+    return None
+
+
+def shown_run(number: int, note: str, figures: Sequence[Any], setting: Any, memo: Any = None) -> Shown:
     """The presenter's run of chapter ``number`` as the class sees it: the run's note (escaped by the chapter), its
-    figures (a slot the run left as it was gets the waiting figure) and the setting in words."""
+    figures (a slot the run left as it was gets the waiting figure), the setting in words and the run's tokens."""
     ch = class_chapter(number)
     made = [figure_json(f) for f in list(figures)[:N_PLOTS]]
     made += [None] * (N_PLOTS - len(made))
     made = [m if m is not None else placeholder_json(ch.title, REVEAL_FIGURE) for m in made]
-    return Shown(note if isinstance(note, str) else "", tuple(made), setting_words(ch, setting))
-
-
-def check_guess(guess: Guess, value: Any) -> Any:
-    """A student's guess as the store keeps it: one of the choices, or a number (not text) on the slider (a whole
-    number when the slider counts in whole steps); ValueError in words otherwise."""
-    if guess.choices:
-        if not isinstance(value, str):
-            raise ValueError(f"pick one of the answers: {', '.join(guess.choices)}")
-        return guess.check(value)
-    value = guess.check(value)          # a slider sends a number: text, even "4", is not one
-    if float(guess.step).is_integer() and float(guess.minimum).is_integer() and float(value).is_integer():
-        return int(value)
-    return float(value)
+    trace = run_trace(memo)
+    return Shown(note if isinstance(note, str) else "", tuple(made), setting_words(ch, setting),
+                 tokens_html(trace) if trace is not None else "", ch.slug in TOKENS_AT_REVEAL)
 
 
 def any_guess(guess: Guess) -> Any:
@@ -87,46 +109,52 @@ def _slider(guess: Guess) -> tuple[float, float, float]:
     return float(guess.minimum), float(guess.maximum), float(guess.step)
 
 
-def reveal_for_class(pool: Pool, job: RevealJob) -> Revealed:
+def reveal_for_class(pool: Pool, job: RevealJob) -> tuple[Revealed, ChapterResult]:
     """The Reveal of the room's run, for the whole class: the chapter's measurement once, each distinct guess judged
-    once, the histogram, the summary and every student's answer block. RoomError in words when the run lacks what
-    the answer needs."""
+    once, the histogram, the summary, the class's median, and the record the presenter keeps. RoomError in words
+    when the run lacks what the answer needs."""
     ch = class_chapter(job.chapter)
     ask = Ask(job.setting if ch.setting is not None and ch.setting.at_reveal else None, 1, False)
     try:
         measured = ch.measure(pool, job.memo, ask)
-        judged = judge_all(ch, measured.data, job.guesses)
+        verdicts, head = judge_all(ch, measured.data, job.guesses.values())
     except NeedsRun:
         raise RoomError("Run this chapter first: the class's answer comes from your run.") from None
     except gr.Error as e:
         raise RoomError(str(e.message) if hasattr(e, "message") else str(e)) from None
     except ValueError as e:
         raise RoomError(f"Chapter “{ch.title}”: {e}; press Run again.") from None
-    answers, verdicts, head = judged
-    right = sum(v == rv.RIGHT for v in verdicts.values())
-    truth = head.truth
+    judged = sorted(((g, verdicts[_key(g)]) for g in job.guesses.values()), key=lambda gv: _key(gv[0]))
+    right = sum(v == rv.RIGHT for _, v in judged)
+    t = head.truth
+    truth = Truth(t.value, t.low, t.high, tuple(t.right), t.label)
     lo, hi, step = _slider(ch.guess)
-    fig = class_histogram(truth, [(job.guesses[s], verdicts[s]) for s in job.guesses], ch.guess.choices, lo, hi, step)
-    summary = summary_html(head.measured, head.judged, head.why, head.extra, len(job.guesses), right)
+    fig = class_histogram(t, judged, ch.guess.choices, lo, hi, step)
+    summary = summary_html(head.measured, head.judged, head.why, head.extra, len(judged), right)
     figures = tuple(figure_json(f) for f in measured.figures)
-    return Revealed(figures, pio.to_json(fig, validate=False), summary, answers, right, len(job.guesses))
+    by_value = tuple(sorted({(g, v) for g, v in judged}, key=lambda gv: _key(gv[0])))
+    revealed = Revealed(figures, pio.to_json(fig, validate=False), summary, truth, by_value,
+                        median_of([g for g, _ in judged], ch.guess.choices), right, len(judged))
+    result = ChapterResult(job.chapter, ch.title, job.run_no, time.time(), head.measured, t.value, t.low, t.high,
+                           tuple(t.right), tuple(judged), right, len(judged))
+    return revealed, result
 
 
-def judge_all(ch: Chapter, data: Any, guesses: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str | None],
-                                                                             rv.Answer]:
-    """Every guess judged by the chapter (each distinct value once): (student → answer HTML, student → verdict, the
-    answer the summary reads: any guess's, since its measurement and why do not depend on the guess)."""
-    by_value: dict[Any, rv.Answer] = {}
-    answers: dict[str, str] = {}
-    verdicts: dict[str, str | None] = {}
-    for student, value in guesses.items():
-        key = (type(value).__name__, value)
-        if key not in by_value:
-            by_value[key] = ch.judge(value, data)
-        answers[student], verdicts[student] = by_value[key].html, by_value[key].verdict
+def _key(value: Any) -> tuple[str, Any]:
+    return type(value).__name__, value
+
+
+def judge_all(ch: Chapter, data: Any, guesses: Any) -> tuple[dict[tuple[str, Any], str | None], rv.Answer]:
+    """Every distinct guess judged once by the chapter: ((type, value) → verdict, the answer the summary reads: any
+    guess's, since its measurement and why do not depend on the guess)."""
+    by_value: dict[tuple[str, Any], rv.Answer] = {}
+    for value in guesses:
+        if _key(value) not in by_value:
+            by_value[_key(value)] = ch.judge(value, data)
     head = next(iter(by_value.values()), None) or ch.judge(any_guess(ch.guess), data)
-    return answers, verdicts, head
+    return {k: a.verdict for k, a in by_value.items()}, head
 
 
-__all__ = ["class_chapter", "figure_json", "placeholder_json", "setting_words", "shown_run", "check_guess",
-           "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE"]
+__all__ = ["class_chapter", "figure_json", "placeholder_json", "setting_words", "shown_run", "question_of",
+           "guess_spec", "run_trace", "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE",
+           "TOKENS_AT_REVEAL"]

@@ -5,11 +5,14 @@ anonymous id. Pure functions; the randomness is ``secrets``'.
   U V), shown as ``XXXX-XXXX``: 21⁸ ≈ 3.8 × 10¹⁰ codes, so with the few rooms a server holds
   a stranger's guess lands in one about once in a billion tries. Typed codes are read forgivingly (case, spaces
   and dashes ignored).
-- A **presenter secret** is 32 URL-safe characters (192 random bits): in the presenter's link only.
+- A **presenter secret** is 32 URL-safe characters (192 random bits): in the presenter's link only. A store keeps
+  its SHA-256 (``secret_hash``), never the secret.
 - A **student id** is 16 URL-safe characters (96 bits), kept in the student's browser.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import secrets
 
@@ -27,6 +30,16 @@ def new_code() -> str:
 
 def new_secret() -> str:
     return secrets.token_urlsafe(SECRET_BYTES)
+
+
+def secret_hash(secret: str) -> str:
+    """What a store keeps of a presenter secret: its SHA-256, hex."""
+    return hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest()
+
+
+def secret_matches(stored_hash: str, given: object) -> bool:
+    """Whether ``given`` is the secret whose hash is ``stored_hash`` (compared in constant time)."""
+    return isinstance(given, str) and hmac.compare_digest(stored_hash, secret_hash(given))
 
 
 def new_student() -> str:
@@ -69,4 +82,4 @@ def check_token(raw: object, what: str, nbytes: int) -> str:
 
 
 __all__ = ["ALPHABET", "CODE_LEN", "new_code", "new_secret", "new_student", "shown_code", "parse_code",
-           "check_token", "is_code", "quoted", "SECRET_BYTES", "STUDENT_BYTES"]
+           "check_token", "is_code", "quoted", "SECRET_BYTES", "STUDENT_BYTES", "secret_hash", "secret_matches"]
