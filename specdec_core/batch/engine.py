@@ -78,7 +78,7 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
     rows = [_row(b, ids, cfg, config, eos, bugs, tokenizer, texts[b] if texts else "")
             for b, ids in enumerate(rows_ids)]
     if cfg.k_policy == "cost" and prices is None:   # measured once per process, before the clock starts
-        prices = measured_batch_prices(target, single, cfg)
+        prices = measured_batch_prices(target, single, cfg, batch_generate)
     k_policy = make_batch_k_policy(cfg, target, single, prices)
     head = rows[0].trace
     head.batch = BatchRecord(size=len(rows), rows=[r.trace for r in rows[1:]],

@@ -8,13 +8,16 @@ finds matches), at each batch size of ``BATCH_SIZES``:
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
    short fixed-K batched run and a short batched baseline at that size.
-A first, untimed forward of each size is a warm-up.
+A first, untimed forward of each size is a warm-up. The engine's run is passed in (``generate``: the engine's
+``batch_generate``; this module never imports the engine, which imports it). ``pause``, called between batch sizes,
+lets a caller give way to runs (the app's background measurement releases the model there).
 """
 from __future__ import annotations
 
 import random
 import statistics
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,20 +53,38 @@ def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
     return head + head[:n // 2]
 
 
-def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
-    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use."""
+def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Callable[..., Any],
+                          sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
+                          ) -> BatchPrices:
+    """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use.
+    Without ``pause`` a second caller waits for the first's result; with it (a background measurement that gives
+    way to runs) the measurement runs outside the cache's lock, so a run that needs prices meanwhile measures them
+    itself, and the first result stored is kept."""
     key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
+    if pause is not None:
+        with _LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        prices = measure_batch_prices(target, drafter, cfg, generate, sizes, pause)
+        with _LOCK:
+            return _CACHE.setdefault(key, prices)
     with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
         if key not in _CACHE:
-            _CACHE[key] = measure_batch_prices(target, drafter, cfg, sizes)
+            _CACHE[key] = measure_batch_prices(target, drafter, cfg, generate, sizes)
         return _CACHE[key]
 
 
-def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                         sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+def cached_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
+                        sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices | None:
+    """The prices this process has measured for that key, or None (nothing is measured)."""
+    with _LOCK:
+        return _CACHE.get((model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes))
+
+
+def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Callable[..., Any],
+                         sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
+                         ) -> BatchPrices:
     from .baseline import batch_baseline
-    from .engine import batch_generate
     from .target import BatchTarget
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
@@ -71,7 +92,9 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
     run_cfg = SpecConfig(k=RUN_K, k_policy="fixed", temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                          max_new_tokens=RUN_TOKENS, full_trace=False)
     verify, draft, overhead, base_overhead = [], [], [], []
-    for b in sizes:
+    for i, b in enumerate(sizes):
+        if pause is not None and i:
+            pause()
         tgt = BatchTarget(target, b)
         tgt.forward([ids] * b, logits=False)
         row = []
@@ -85,7 +108,7 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
             row.append(min(times))
         verify.append(tuple(row[1:]))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
-        trace = batch_generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        trace = generate(target, drafter, [ids] * b, run_cfg, prices=None)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
         base_overhead.append(max(0.0, statistics.median(steps) - row[1]))
