@@ -62,13 +62,13 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
         # the presenter moves on: every student follows
         lead.click("#class-next")
         for pg in students:
-            pg.wait_for_function("() => /Chapter 2 \\/ 12/.test(document.querySelector('#learn-title')?.innerText)")
+            pg.wait_for_function("() => /Chapter 2 \\/ 13/.test(document.querySelector('#learn-title')?.innerText)")
         # a student's page has nothing that moves the class; its keys do nothing either
         for pg in students:
             assert all(pg.locator(f"{sel}:visible").count() == 0 for sel in MOVERS), pg.url
         phone.keyboard.press("ArrowRight")
         phone.wait_for_timeout(1500)
-        assert "Chapter 2 / 12" in phone.inner_text("#learn-title")
+        assert "Chapter 2 / 13" in phone.inner_text("#learn-title")
 
         # the presenter's run reaches every student; each sends a guess
         learn_run(lead)

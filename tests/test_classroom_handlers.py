@@ -96,7 +96,7 @@ def test_a_strange_page_address_gives_a_relative_link(store, base):
 def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     code, secret = lead["code"], lead["secret"]
     pg = Page(store, code.lower())
-    assert "Chapter 1 / 12" in pg["title"] and "wait for your presenter's run" in pg["status"]
+    assert "Chapter 1 / 13" in pg["title"] and "wait for your presenter's run" in pg["status"]
     assert pg.ids == {"last": code, "ids": {code: pg.me["student"]}} and pg.props("timer") == {"active": True}
     assert "drawn here when your presenter reveals" in pg.shown["histogram"].plot
     assert not pg.tick()                                          # nothing new: nothing redrawn
@@ -138,7 +138,7 @@ def test_a_chapter_from_join_to_reveal_and_on(store, lead):
     follow = ld.follow_chapter(store, lead, 2)
     assert "chapter 2" in follow[0] and plain(follow[3]) == {"visible": False}
     assert pg.tick()
-    assert "Chapter 2 / 12" in pg["title"] and "drawn here when your presenter" in pg.shown["histogram"].plot
+    assert "Chapter 2 / 13" in pg["title"] and "drawn here when your presenter" in pg.shown["histogram"].plot
     assert (pg.props("slider")["minimum"], pg.props("slider")["maximum"]) == (0, 4)
     assert pg["answer"] == "" and "wait for your presenter's run" in pg["status"]
     assert store.lead(code, secret).chapter == 2
@@ -186,7 +186,7 @@ def test_the_presenter_takes_the_class_back_after_a_reload(store, lead):
     ld.follow_chapter(store, lead, 4)
     out = ld.restore_lead(store, "", lead, BASE)
     assert out[0] == lead and "You lead this class again" in out[5]
-    assert plain(out[ld.N_PANEL])["value"] == 4 and "Chapter 4 / 12" in out[ld.N_PANEL + 1]    # the Learn page moves
+    assert plain(out[ld.N_PANEL])["value"] == 4 and "Chapter 4 / 13" in out[ld.N_PANEL + 1]    # the Learn page moves
     link = f"{lead['code']}.{lead['secret']}"
     assert ld.restore_lead(store, link, None, BASE)[0] == lead
     bad = ld.restore_lead(store, "7KX4MP9A.not-a-secret", None, BASE)

@@ -87,7 +87,7 @@ def batch_work_figure(rows: Sequence[SizeRow], k: int, title_note: str = "") -> 
                 marker_color=pal.TARGET, marker_pattern_shape="/",
                 hovertext=[f"B = {r.size}: one verify fed {r.fed:.1f} tokens on average (at most {r.size} × {k + 1}); "
                            f"each row kept {r.per_row:.2f} per verify" for r in rows], hoverinfo="text")
-    apply_layout(fig, title, HEIGHT, html.escape(title_note), barmode="group", bargap=0.25)
+    apply_layout(fig, title, HEIGHT, html.escape(title_note, quote=False), barmode="group", bargap=0.25)
     fig.update_yaxes(title_text="tokens in one forward", rangemode="tozero")
     return fig
 
@@ -122,7 +122,7 @@ def batch_speedup_figure(rows: Sequence[SizeRow], k: int, band: tuple[int, int] 
                        "tokens per row per verify" for r in picked], hoverinfo="text")
     fig.add_scatter(x=[r.size for r in rows], y=[r.speedup for r in rows], mode="lines", showlegend=False,
                     line={"color": "#999", "width": 1}, hoverinfo="skip")
-    apply_layout(fig, title, HEIGHT, html.escape(title_note or f"K = {k}, 95 % intervals"))
+    apply_layout(fig, title, HEIGHT, html.escape(title_note or f"K = {k}, 95 % intervals", quote=False))
     fig.update_xaxes(title_text="batch size B (rows decoded together)", type="log",
                      tickvals=[r.size for r in rows], ticktext=[str(r.size) for r in rows])
     fig.update_yaxes(title_text="speedup over the baseline (×)", rangemode="tozero")
@@ -205,7 +205,7 @@ def batch_theory_figure(prices: BatchPrices | None, profile: AcceptanceProfile, 
     measured = ", ".join(str(s) for s in prices.sizes)
     sub = (f"priced with this machine's batch costs (measured at B = {measured}, interpolated between)"
            + (f"; acceptance: {acceptance}" if acceptance else ""))
-    apply_layout(fig, THEORY_TITLE, HEIGHT + 40, html.escape(sub))
+    apply_layout(fig, THEORY_TITLE, HEIGHT + 40, html.escape(sub, quote=False))
     fig.update_xaxes(title_text="batch size B (rows decoded together)", range=[sizes[0] - 0.5, sizes[-1] + 0.5],
                      tickvals=[b for b in sizes if b in (1, 2, 4, 8, 12, 16) or b == sizes[-1]])
     fig.update_yaxes(title_text="K (drafts per row per iteration)", range=[-0.5, ks[-1] + 0.5], dtick=1 if
