@@ -196,7 +196,7 @@ def test_the_reveal_draws_the_speedups_and_works_for_a_class():
     points = [t for t in second.data if t.name in (PAYS, LOSES)]
     assert sorted(x for t in points for x in t.x) == list(SIZES_MEASURED)
     assert any(s.x0 == pytest.approx(3 - 0.45) for s in second.layout.shapes)          # the band where it stops
-    revealed = reveal_for_class(None, RevealJob(NUMBER, 1, memo, None, {"a": 4, "b": 2, "c": 16}))
+    revealed = reveal_for_class(None, RevealJob(NUMBER, 1, memo, None, {"a": 4, "b": 2, "c": 8}))
     assert revealed.right == 1 and revealed.total == 3
     assert "not this time" in revealed.answers["b"] and "✓ right" in revealed.answers["a"]
 
