@@ -8,7 +8,7 @@ import torch
 
 from conftest import make_tiny_lm
 from specdec_core import ModelDrafter, NGramDrafter, SpecConfig
-from specdec_core.bench import runner as bench, report as bench_report
+from specdec_core.bench import command as bench, report as bench_report
 from specdec_core.bench.measure import (ASSISTANT_FIELDS, BenchPrompt, RunResult, Spread, aggregate, first_difference, hf_generate,
     interleave, ours_baseline, ours_speculative, output_mismatch)
 from specdec_core.bench.settings import BenchSettings
@@ -121,7 +121,7 @@ def test_real_runs_side_by_side_identical_and_reported(lms, tmp_path):
     assert all(r.others_cores is None or r.others_cores >= 0 for runs in results.values() for r in runs)
 
     s = BenchSettings(prompts=("p",), repeats=2, max_new_tokens=n)
-    report = bench.make_report(s, {"cpu": "test", "cores": 1, "torch_threads": 1, "torch": "t", "transformers": "t",
+    report = bench_report.make_report(s, {"cpu": "test", "cores": 1, "torch_threads": 1, "torch": "t", "transformers": "t",
                                    "python": "3", "cuda": None}, "now", side_rows(EXTRACTIVE, "tiny", len(PROMPT), results),
                                comps)
     text = render_report(report)
@@ -129,7 +129,7 @@ def test_real_runs_side_by_side_identical_and_reported(lms, tmp_path):
     assert f"{ngram_tps.median:.1f} [{ngram_tps.min:.1f}–{ngram_tps.max:.1f}]" in text
     assert "REFUSED" in text and "| ngram | vs hf |" in text and "Other processes" in text
     path = tmp_path / "out" / "bench.json"
-    bench.write_json(report, str(path))
+    bench_report.write_json(report, str(path))
     again = json.loads(path.read_text())
     assert again["comparisons"] == json.loads(json.dumps(report["comparisons"]))
     assert {row["name"] for row in again["sides"]} == set(group.runners)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.bench import runner as bench
+from specdec_core.bench import command as bench
 from specdec_core.bench.coupling import GOAL, CouplingSettings, render_coupling, run_coupling, validate_coupling
 
 

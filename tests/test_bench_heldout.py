@@ -2,7 +2,7 @@
 real run of the shipped drafts on a held-out prompt (outputs identical to the baseline, a row per side)."""
 import pytest
 
-from specdec_core.bench import runner as bench
+from specdec_core.bench import command as bench
 from specdec_core.bench.heldout import (ACCEPTANCE_GOAL, BASELINE, DRAFTS, ONE_DRAFT, HeldoutSettings,
     render_heldout, run_heldout, setting_configs, validate_heldout)
 from specdec_core.config import RECOMMENDED_CONFIDENCE_STOP, recommended_config

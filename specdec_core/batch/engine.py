@@ -88,7 +88,9 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
     device, warping = tgt.device, Warping(cfg.temperature, cfg.top_k, cfg.top_p)
     t_run = now_ms(device)
     _prefill(tgt, drafter, rows)
-    head.batch.stats.prefill_ms = head.stats.prefill_ms = now_ms(device) - t_run
+    head.batch.stats.prefill_ms = now_ms(device) - t_run
+    for r in rows:
+        r.trace.stats.prefill_ms = head.batch.stats.prefill_ms
     active = list(rows)
     try:
         while active:

@@ -4,13 +4,12 @@ greedy or sampling) and fixed for every run after, as a single run's are (``deco
 On a synthetic context of ``CONTEXT`` tokens per row (random tokens, then their first half again, so prompt lookup
 finds matches), at each batch size of ``BATCH_SIZES``:
  - the verify: one target forward over B rows × w tokens each, for the widths w = 1 … K cap + 1 of
-   ``price_widths`` (the least of ``REPS`` timings each);
+   ``price_widths`` (the least of ``REPS`` timings each, taken in rounds over the widths after a warm-up round);
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
    short fixed-K batched run and a short batched baseline at that size.
-A first, untimed forward of each size is a warm-up. The engine's run is passed in (``generate``: the engine's
-``batch_generate``; this module never imports the engine, which imports it). ``pause``, called between batch sizes,
-lets a caller give way to runs (the app's background measurement releases the model there).
+``pause``, called between batch sizes, lets a caller give way to runs (the app's background measurement releases the
+model there).
 """
 from __future__ import annotations
 
@@ -28,7 +27,12 @@ from ..drafters.base import DraftPolicy
 from ..policy.batch_cost import BatchPrices
 from ..policy.calibration import model_key
 from ..timing import now_ms
+from ..trace import Trace
+from .baseline import batch_baseline
 from .drafters import batch_drafter
+from .target import BatchTarget
+
+Generate = Callable[[torch.nn.Module, Any, list[list[int]], SpecConfig], Trace]   # engine.batch_generate
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 CONTEXT = 64            # tokens each row holds while its forwards are timed
@@ -49,14 +53,16 @@ def price_widths(k_cap: int) -> tuple[int, ...]:
 def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
     """A synthetic context: n // 2 + n % 2 random tokens, then their first half again."""
     rng = random.Random(seed)
-    head = [rng.randrange(100, min(vocab_size, 30_000)) for _ in range(n - n // 2)]
+    low = min(100, vocab_size // 2)              # past the special tokens of a real vocabulary
+    head = [rng.randrange(low, min(vocab_size, 30_000)) for _ in range(n - n // 2)]
     return head + head[:n // 2]
 
 
-def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Callable[..., Any],
+def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
                           sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
                           ) -> BatchPrices:
     """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use.
+    ``generate``: the batched engine's run (``engine.batch_generate``; passed in, as the engine calls this).
     Without ``pause`` a second caller waits for the first's result; with it (a background measurement that gives
     way to runs) the measurement runs outside the cache's lock, so a run that needs prices meanwhile measures them
     itself, and the first result stored is kept."""
@@ -74,18 +80,9 @@ def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig
         return _CACHE[key]
 
 
-def cached_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
-                        sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices | None:
-    """The prices this process has measured for that key, or None (nothing is measured)."""
-    with _LOCK:
-        return _CACHE.get((model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes))
-
-
-def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Callable[..., Any],
+def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
                          sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
                          ) -> BatchPrices:
-    from .baseline import batch_baseline
-    from .target import BatchTarget
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
     widths = price_widths(cfg.k)
@@ -97,21 +94,20 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
             pause()
         tgt = BatchTarget(target, b)
         tgt.forward([ids] * b, logits=False)
-        row = []
-        for w in (widths[0], *widths):       # the first is an untimed warm-up
-            times = []
-            for _ in range(REPS):
+        best = [float("inf")] * len(widths)
+        for rep in range(REPS + 1):          # the first round is an untimed warm-up; rounds run every width, so
+            for j, w in enumerate(widths):   # a stall of the machine costs one timing of each, not all of one
                 t0 = now_ms(device)
                 tgt.forward([ids] * b, [ids[:w]] * b)
-                times.append(now_ms(device) - t0)
+                if rep:
+                    best[j] = min(best[j], now_ms(device) - t0)
                 tgt.rollback([len(ids)] * b)
-            row.append(min(times))
-        verify.append(tuple(row[1:]))
+        verify.append(tuple(best))
         draft.append(_draft_step_ms(target, drafter, ids, b, device))
-        trace = generate(target, drafter, [ids] * b, run_cfg, prices=None)
+        trace = generate(target, drafter, [ids] * b, run_cfg)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
-        base_overhead.append(max(0.0, statistics.median(steps) - row[1]))
+        base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
     return BatchPrices(tuple(sizes), widths, tuple(verify), tuple(draft), per_token(drafter), tuple(overhead),
                        tuple(base_overhead), device=str(device))
 
@@ -119,7 +115,6 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
 def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device) -> float:
     """One batched draft step over b rows after the context, feeding each row the last two tokens as a step after
     a verify does (the least of ``REPS``); prompt lookup: the rows' lookups."""
-    from .target import BatchTarget
     bd = batch_drafter(drafter)
     bd.start([ids] * b)
     feats = []

@@ -1,6 +1,6 @@
 """``python -m specdec_core.bench``: see ``runner.main``."""
 import sys
 
-from .runner import main
+from .command import main
 
 sys.exit(main())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from .batch import BatchSettings
 from .coupling import CouplingSettings
 from .heldout import HeldoutSettings
 from .tree import TreeSettings
@@ -38,3 +39,4 @@ class BenchSettings:
     heldout: HeldoutSettings | None = HeldoutSettings()   # the shipped drafts on held-out prompts; None = skip
     tree: TreeSettings | None = TreeSettings()            # token trees against chains (bench.tree); None = skip
     coupling: CouplingSettings | None = CouplingSettings()  # coupled vs standard sampling (bench.coupling); None = skip
+    batch: BatchSettings | None = BatchSettings()         # batched speculative decoding (bench.batch); None = skip

@@ -28,6 +28,7 @@ from ..trace import IterationRecord
 from .costmodel import AcceptanceProfile, expected_tokens_profile, iteration_ms
 from .costs import Costs
 from .kpolicy import CostAwareK, HeuristicK, KPolicy, make_k_policy
+from .roofline import Device, ModelShape, forward_ms
 
 
 def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
@@ -103,6 +104,18 @@ class BatchPrices:
                        tuple(float(x) for x in d["baseline_overhead_ms"]), str(d.get("device", ""))[:64])
         except (KeyError, TypeError) as e:
             raise ValueError(f"batch prices: missing or malformed field ({e})") from None
+
+
+def device_batch_prices(device: Device, target: ModelShape, draft: ModelShape | None, sizes: Sequence[int],
+                        widths: Sequence[int], lookup_ms: float = 0.0) -> BatchPrices:
+    """The batch's prices on a device profile (``roofline``): a verify of b rows × w tokens is one forward over
+    b·w tokens, a draft step one draft forward over b tokens (prompt lookup: b lookups of ``lookup_ms``), no host
+    time beyond the profile's per-forward overhead. Reading the KV cache is left out (as in ``roofline``): at a
+    large batch and a long context a real GPU is slower than this."""
+    verify = tuple(tuple(forward_ms(device, target, b * w) for w in widths) for b in sizes)
+    drafts = tuple(forward_ms(device, draft, b) if draft is not None else lookup_ms * b for b in sizes)
+    zeros = (0.0,) * len(sizes)
+    return BatchPrices(tuple(sizes), tuple(widths), verify, drafts, draft is not None, zeros, zeros, device=device.id)
 
 
 def batch_speedup(prices: BatchPrices, profile: AcceptanceProfile, b: int, k: int) -> float:
