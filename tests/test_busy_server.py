@@ -26,7 +26,7 @@ from components.serving.classroom.room import RevealJob
 from specdec_core import NGramDrafter, SpecConfig
 from specdec_core.batch.baseline import attach_batch_baseline, batch_baseline
 from specdec_core.batch.engine import batch_generate
-from specdec_core.batch.prices import cached_batch_prices, measured_batch_prices
+from specdec_core.batch.prices import measured_batch_prices
 from specdec_core.policy.batch_cost import BatchPrices, batch_speedup, crossover as priced_crossover
 from specdec_core.policy.costmodel import AcceptanceProfile
 from specdec_core.stats.intervals import batch_speedup_interval, bootstrap_speedup
@@ -258,12 +258,11 @@ def test_a_background_measurement_gives_way_between_batch_sizes():
     target = make_tiny_lm(vocab_size=160, seed=3)                     # the prices' context draws ids from 100 up
     cfg = SpecConfig(k=2, temperature=0.0, k_policy="cost")
     drafter = NGramDrafter()
-    assert cached_batch_prices(target, drafter, cfg, (1, 2, 3)) is None
     paused = []
     got = measured_batch_prices(target, drafter, cfg, batch_generate, (1, 2, 3), pause=lambda: paused.append(1))
     assert len(paused) == 2 and got.sizes == (1, 2, 3) and got.widths == (1, 2, 3)
-    assert cached_batch_prices(target, drafter, cfg, (1, 2, 3)) is got
     assert measured_batch_prices(target, drafter, cfg, batch_generate, (1, 2, 3), pause=paused.append) is got
+    assert measured_batch_prices(target, drafter, cfg, batch_generate, (1, 2, 3)) is got and len(paused) == 2
 
 
 # --- the chapter on the bundled model ----------------------------------------------------------------------------
@@ -283,3 +282,16 @@ def test_the_chapter_runs_and_reveals_on_the_bundled_model(bundled):
     x = crossover(rows)
     answer = reveal_chapter(pool, NUMBER, x.low, memo)[0]
     assert ("✓ right" in answer) == x.decided and "Why:" in answer
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), 1.5, "<b>x</b>", None])
+def test_the_theory_view_refuses_a_bad_alpha_in_words(alpha):
+    import gradio as gr
+    with pytest.raises(gr.Error) as e:
+        update_batch_view(alpha, FROM_SLIDER, None)
+    assert "α" in str(e.value) and "<b>" not in str(e.value)
+
+
+def test_the_theory_view_ignores_a_broken_trace(machine_prices):
+    fig, md = update_batch_view(0.6, "anything", {"schema": "specdec-trace/2", "batch": {"size": "<b>"}})
+    assert not any(t.name == "your latest batched run" for t in fig.data) and "Run a batch on the Live tab" in md
