@@ -104,10 +104,11 @@ def batch_speedup_figure(rows: Sequence[SizeRow], k: int, band: tuple[int, int] 
     if band is not None:
         fig.add_vrect(x0=band[0] - 0.45, x1=band[1] + 0.45, fillcolor=pal.REJECTED, opacity=0.12, line_width=0,
                       layer="below")
-        fig.add_scatter(x=[None], y=[None], mode="markers", name="where it stops paying",
+        fig.add_scatter(x=[None], y=[None], mode="markers", name="where it stops paying (as far as the run can tell)",
                         marker={"symbol": "square", "size": 14, "color": pal.REJECTED, "opacity": 0.25})
-    fig.add_hline(y=1.0, line={"color": "#555", "dash": "dash", "width": 1.5}, annotation_text="×1: the baseline",
-                  annotation_position="bottom right")
+    fig.add_hline(y=1.0, line={"color": "#555", "dash": "dash", "width": 1.5})
+    fig.add_scatter(x=[None], y=[None], mode="lines", name="×1: the batched baseline",
+                    line={"color": "#555", "dash": "dash", "width": 1.5})
     for verdict, (symbol, colour) in MARKS.items():
         picked = [r for r in rows if r.verdict == verdict]
         if not picked:
