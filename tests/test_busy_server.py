@@ -42,9 +42,10 @@ WIDTHS = (1, 2, 3, 4, 5, 7, 9, 11)
 def prices(per_token: float = 2.5) -> BatchPrices:
     """A CPU-like machine: a forward costs 30 ms plus ``per_token`` ms for every token it feeds (B rows × w), a
     draft step 3.5 ms plus 0.8 per row, small host times."""
-    return BatchPrices(SIZES_MEASURED, WIDTHS, tuple(tuple(30 + per_token * b * w for w in WIDTHS) for b in SIZES_MEASURED),
-                       tuple(3.5 + 0.8 * b for b in SIZES_MEASURED), True, tuple(0.5 + 0.25 * b for b in SIZES_MEASURED),
-                       tuple(0.3 + 0.1 * b for b in SIZES_MEASURED), "cpu")
+    sizes = SIZES_MEASURED
+    return BatchPrices(sizes, WIDTHS, tuple(tuple(30 + per_token * b * w for w in WIDTHS) for b in sizes),
+                       tuple(3.5 + 0.8 * b for b in sizes), True, tuple(0.5 + 0.25 * b for b in sizes),
+                       tuple(0.3 + 0.1 * b for b in sizes), "cpu")
 
 
 ALL_B = tuple(range(1, 17))
@@ -128,7 +129,8 @@ def test_the_theory_view_prices_a_batched_run_with_its_own_acceptance(machine_pr
     attach_batch_baseline(trace, *batch_baseline(target, prompts, cfg))
     fig, md = update_batch_view(0.6, "your latest batched run (measured by draft position)", trace.to_dict())
     run = next(t for t in fig.data if t.name == "your latest batched run")
-    assert run.x[0] == 3 and run.y[0] == pytest.approx(sum(f.k for f in trace.batch.forwards) / len(trace.batch.forwards))
+    ks = [f.k for f in trace.batch.forwards]
+    assert run.x[0] == 3 and run.y[0] == pytest.approx(sum(ks) / len(ks))
     assert "your batched run's, by draft position" in fig.layout.title.text
     assert f"measured ×{trace.batch.stats.speedup:.2f}" in md and "**Your latest batched run**: B = 3" in md
     assert re.search(r"drafting (stops paying at B = \d+|still pays at B = 16)\.", md)

@@ -104,7 +104,8 @@ def reveal_busy(guess: int, rows: tuple[SizeRow, ...] | list[SizeRow], k: int) -
            + "While a forward is bound by reading the weights, the drafts ride along almost free; once it is bound by "
            "arithmetic, B × (K + 1) tokens cost nearly K + 1 steps, more than the drafts give back. Serving engines "
            "lower K as the batch fills, down to K = 0.")
-    each = "; ".join(f"B = {r.size}: ×{r.speedup:.2f} ({r.low:.2f}–{min(r.high, 99):.2f}, {r.verdict})" for r in rows)
+    each = "; ".join(f"B = {r.size}: ×{r.speedup:.2f} ({r.low:.2f}–{min(r.high, 99):.2f}, {r.verdict})"
+                     for r in rows)
     judged = (f"Each batch size's speedup with its 95 % interval (a bootstrap over the batch's forwards): {each}. "
               "Right for any B after the last size that clearly pays, up to the first that clearly does not; can't "
               "tell when two or more sizes in that stretch hold ×1.")
@@ -158,8 +159,8 @@ BUSY = Chapter(
     f"trained draft, K = {K}, greedy), each size side by side with the batched baseline; the chart shows what one "
     "forward takes. Guess: from which batch size on does speculation stop paying on this machine? Reveal shows "
     "every size's measured speedup with its 95 % interval.",
-    Guess(f"the smallest batch size where speculation no longer pays? ({SIZES[-1]} counts as “{SIZES[-1]} or more”)",
-          SIZES[0], SIZES[-1], 1),
+    Guess(f"the smallest batch size where speculation no longer pays? ({SIZES[-1]} counts as "
+          f"“{SIZES[-1]} or more”)", SIZES[0], SIZES[-1], 1),
     run_busy, measure_busy, judge_busy, longer=f"{LONGER_TOKENS} tokens per row instead of {TOKENS}")
 
 __all__ = ["BUSY", "SIZES", "K", "REQUESTS", "Crossover", "crossover", "reveal_busy"]

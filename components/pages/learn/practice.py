@@ -1,6 +1,7 @@
 """Learn, chapters 7–13: practice. What temperature does to acceptance, when speculation pays (α, c, K, the
 verify's cost, the same run priced on other hardware), choosing a draft, choosing K, token trees (``trees``), a busy
-server (``busy``: the batch size where speculation stops paying), and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
+server (``busy``: the batch size where speculation stops paying), and the pitfalls (a draft as costly as the target;
+a mismatched tokenizer or temperature).
 """
 from __future__ import annotations
 
