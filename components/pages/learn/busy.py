@@ -31,7 +31,7 @@ SIZES = (1, 2, 4, 8)
 K = 3
 TOKENS = 24                      # per row; the longer run twice as many
 LONGER_TOKENS = 48
-REQUESTS = (                     # chat requests on which the feature draft keeps about half its drafts
+REQUESTS = (                     # chat requests on which the feature draft keeps half or more of its drafts
     "Write a short poem about the sea at night.",
     "Why do we have seasons?",
     "Give three tips for sleeping better.",
@@ -152,7 +152,7 @@ def judge_busy(guess: Any, rows: Any) -> rv.Answer:
 BUSY = Chapter(
     "busy", "A busy server: when speculation stops paying",
     "A server decodes many requests at once: a **batch** of B rows shares every forward. Speculation then verifies "
-    f"B × (K + 1) tokens in one forward where plain decoding feeds B. While a forward is bound by reading the "
+    "B × (K + 1) tokens in one forward where plain decoding feeds B. While a forward is bound by reading the "
     "weights, the extra tokens are nearly free; once it is bound by arithmetic, they cost about what the drafts "
     "save. Serving engines lower K as the batch fills.\n\n"
     f"**Run** decodes batches of B = {', '.join(str(s) for s in SIZES)} chat requests ({TOKENS} tokens each, the "
