@@ -56,9 +56,9 @@ def test_the_busy_server_chapter_in_presenter_mode_on_a_phone_and_for_axe(chromi
         _clean(pg, "the chapter after Reveal (presenter)", at_least=2)
         found = axe_violations(pg)
         assert not found, f"axe on the busy-server chapter: {found}"
-        pg.click("#presenter input")                  # presenter mode off, then a phone's width
+        pg.set_viewport_size({"width": PHONE_PX, "height": 844})   # a phone's width, then presenter mode off: the
+        pg.click("#presenter input")                                # page lays every figure out again at that width
         pg.wait_for_function("() => !document.body.classList.contains('sd-presenter')")
-        pg.set_viewport_size({"width": PHONE_PX, "height": 844})
         pg.wait_for_timeout(1500)
         assert pg.evaluate("() => document.documentElement.scrollWidth") <= PHONE_PX
         _clean(pg, "the chapter on a phone", at_least=2)

@@ -121,7 +121,7 @@ def _rows(memo: Any) -> list[SizeRow]:
 
 
 def _subtitle(tokens: int) -> str:
-    return f"the trained draft, K = {K}, greedy, {tokens} tokens per row, each size beside the batched baseline"
+    return f"trained draft, K = {K}, greedy, {tokens} tokens a row"
 
 
 def run_busy(pool: Pool, ask: Ask) -> Step:
