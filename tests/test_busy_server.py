@@ -155,6 +155,11 @@ CLEAR = [row(1, 1.9, 1.2, 2.8), row(2, 1.3, 1.1, 1.5), row(4, 0.9, 0.8, 0.98), r
 def test_the_verdict_of_each_size_is_its_interval():
     assert [r.verdict for r in CLEAR] == [PAYS, PAYS, LOSES, LOSES, LOSES]
     assert row(2, 1.2, 1.1, 1.3, enough=False).verdict == UNSURE and row(2, 1.0, 0.9, 1.1).verdict == UNSURE
+    none = row(4, 1.3, 0.0, float("inf"), enough=False)                # a size without an interval
+    assert none.verdict == UNSURE and none.interval_text() == "no interval"
+    bars = batch_speedup_figure([none], 3).data
+    assert [list(t.error_y.array) for t in bars if t.name == UNSURE] == [[0.0]]
+    assert "B = 4: ×1.30 (no interval, can't tell)" in reveal_busy(4, [none], 3).judged
 
 
 @pytest.mark.parametrize("rows, expected", [

@@ -11,6 +11,7 @@ A sweep reaches these builders as ``SizeRow``s: plain numbers per batch size, th
 from __future__ import annotations
 
 import html
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -57,6 +58,13 @@ class SizeRow:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def measured_interval(self) -> bool:
+        return math.isfinite(self.high)
+
+    def interval_text(self) -> str:
+        return f"{self.low:.2f}–{self.high:.2f}" if self.measured_interval else "no interval"
 
     @property
     def verdict(self) -> str:
@@ -116,9 +124,10 @@ def batch_speedup_figure(rows: Sequence[SizeRow], k: int, band: tuple[int, int] 
         fig.add_scatter(
             name=verdict, x=[r.size for r in picked], y=[r.speedup for r in picked], mode="markers",
             marker={"symbol": symbol, "size": 14, "color": colour, "line": {"color": "#000", "width": 1}},
-            error_y={"type": "data", "symmetric": False, "array": [_finite(r.high) - r.speedup for r in picked],
-                     "arrayminus": [r.speedup - r.low for r in picked], "color": colour, "thickness": 2},
-            hovertext=[f"B = {r.size}: ×{r.speedup:.2f} (95 % interval {r.low:.2f}–{_finite(r.high):.2f}); one "
+            error_y={"type": "data", "symmetric": False, "color": colour, "thickness": 2,
+                     "array": [r.high - r.speedup if r.measured_interval else 0.0 for r in picked],
+                     "arrayminus": [r.speedup - r.low if r.measured_interval else 0.0 for r in picked]},
+            hovertext=[f"B = {r.size}: ×{r.speedup:.2f} (95 % interval {r.interval_text()}); one "
                        f"iteration {r.iteration_ms:.0f} ms, one baseline step {r.step_ms:.0f} ms; {r.per_row:.2f} "
                        "tokens per row per verify" for r in picked], hoverinfo="text")
     fig.add_scatter(x=[r.size for r in rows], y=[r.speedup for r in rows], mode="lines", showlegend=False,
@@ -128,10 +137,6 @@ def batch_speedup_figure(rows: Sequence[SizeRow], k: int, band: tuple[int, int] 
                      tickvals=[r.size for r in rows], ticktext=[str(r.size) for r in rows])
     fig.update_yaxes(title_text="speedup over the baseline (×)", rangemode="tozero")
     return fig
-
-
-def _finite(x: float) -> float:
-    return x if x < float("inf") else 0.0
 
 
 # --- the Theory tab: (B, K) ------------------------------------------------------------------------------

@@ -104,8 +104,7 @@ def reveal_busy(guess: int, rows: tuple[SizeRow, ...] | list[SizeRow], k: int) -
            + "While a forward is bound by reading the weights, the drafts ride along almost free; once it is bound by "
            "arithmetic, B × (K + 1) tokens cost nearly K + 1 steps, more than the drafts give back. Serving engines "
            "lower K as the batch fills, down to K = 0.")
-    each = "; ".join(f"B = {r.size}: ×{r.speedup:.2f} ({r.low:.2f}–{min(r.high, 99):.2f}, {r.verdict})"
-                     for r in rows)
+    each = "; ".join(f"B = {r.size}: ×{r.speedup:.2f} ({r.interval_text()}, {r.verdict})" for r in rows)
     judged = (f"Each batch size's speedup with its 95 % interval (a bootstrap over the batch's forwards): {each}. "
               "Right for any B after the last size that clearly pays, up to the first that clearly does not; can't "
               "tell when two or more sizes in that stretch hold ×1.")
