@@ -134,6 +134,7 @@ def test_the_theory_view_prices_a_batched_run_with_its_own_acceptance(machine_pr
     assert "your batched run's, by draft position" in fig.layout.title.text
     assert f"measured ×{trace.batch.stats.speedup:.2f}" in md and "**Your latest batched run**: B = 3" in md
     assert re.search(r"drafting (stops paying at B = \d+|still pays at B = 16)\.", md)
+    assert "prices for the feature-reading draft (your run drafted with ngram)" in md
     slider = update_batch_view(0.6, FROM_SLIDER, trace.to_dict())[0]
     assert "α = 0.60 at every draft position" in slider.layout.title.text
     single = trace.to_dict()                                  # a run of one sequence has no (B, K) point

@@ -219,11 +219,18 @@ def batch_theory_figure(prices: BatchPrices | None, profile: AcceptanceProfile, 
     return fig
 
 
+def run_prediction(prices: BatchPrices, profile: AcceptanceProfile, point: BatchRunPoint) -> tuple[int, float]:
+    """(the whole K the run is priced at, its predicted speedup there): its mean K rounded, at least 1; ×1 for a
+    run that never drafted."""
+    k = max(1, round(point.k))
+    return k, batch_speedup(prices, profile, point.size, k) if point.k > 0 else 1.0
+
+
 def _place_run(fig: go.Figure, prices: BatchPrices, profile: AcceptanceProfile, point: BatchRunPoint,
                k_top: int) -> None:
     k = min(point.k, k_top)
     b = point.size
-    predicted = batch_speedup(prices, profile, b, max(1, round(point.k))) if point.k > 0 else 1.0
+    k_priced, predicted = run_prediction(prices, profile, point)
     if point.speedup is None:
         text, said = "your run", "no baseline in that run"
     else:
@@ -235,8 +242,8 @@ def _place_run(fig: go.Figure, prices: BatchPrices, profile: AcceptanceProfile, 
                     textposition="top center", textfont={"size": 14, "color": "#000"},
                     marker={"symbol": "circle", "size": 16, "color": "#FFFFFF", "line": {"color": "#000", "width": 3}},
                     hovertext=[f"your latest batched run: B = {b}, K = {point.k:.2g}{beyond}; {said}; predicted "
-                               f"×{predicted:.2f} at K = {max(1, round(point.k))}"], hoverinfo="text")
+                               f"×{predicted:.2f} at K = {k_priced}"], hoverinfo="text")
 
 
 __all__ = ["SizeRow", "PAYS", "LOSES", "UNSURE", "batch_work_figure", "batch_speedup_figure", "BatchRunPoint",
-           "batch_run_point", "speedup_grid", "best_k_per_size", "batch_theory_figure", "THEORY_TITLE"]
+           "batch_run_point", "run_prediction", "speedup_grid", "best_k_per_size", "batch_theory_figure", "THEORY_TITLE"]

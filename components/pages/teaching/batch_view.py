@@ -18,11 +18,11 @@ import plotly.graph_objects as go
 
 from specdec_core import Trace
 from specdec_core.limits import MAX_BATCH
-from specdec_core.policy.batch_cost import BatchPrices, batch_speedup, crossover
+from specdec_core.policy.batch_cost import BatchPrices, crossover
 from specdec_core.policy.costmodel import AcceptanceProfile, acceptance_profile
 
 from components.pages.teaching.cost import load_trace
-from components.render.batching import batch_run_point, batch_theory_figure
+from components.render.batching import batch_run_point, batch_theory_figure, run_prediction
 from components.serving.batch_prices import prices_now
 from components.serving.inputs import as_float
 
@@ -47,7 +47,9 @@ def batch_prices_for(trace: Trace | None) -> tuple[BatchPrices | None, str, str]
         except ValueError:
             pass
     prices, waiting = prices_now()
-    return prices, "this machine's prices for the feature-reading draft", waiting
+    drafter = trace.config.get("drafter") if trace is not None else None
+    other = f" (your run drafted with {drafter})" if drafter and drafter != "feature" else ""
+    return prices, f"this machine's prices for the feature-reading draft{other}", waiting
 
 
 def profile_for(trace: Trace | None, source: Any, alpha: float) -> tuple[AcceptanceProfile, str]:
@@ -76,7 +78,7 @@ def batch_md(prices: BatchPrices | None, profile: AcceptanceProfile, trace: Trac
             m += f" (95 % CI {point.interval.low:.2f}–{point.interval.high:.2f})"
         pred = ""
         if prices is not None and point.k > 0:
-            pred = f", predicted ×{batch_speedup(prices, profile, point.size, max(1, round(point.k))):.2f}"
+            pred = f", predicted ×{run_prediction(prices, profile, point)[1]:.2f}"
         lines.append(f"**Your latest batched run**: B = {point.size}, K = {point.k:.2g}: {m}{pred}.")
     return "\n\n".join(html.escape(line, quote=False) for line in lines)
 
