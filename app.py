@@ -8,7 +8,8 @@ tab) and the scripting API (``components/api.py``: /generate and /validate_trace
 page); ``launch_options`` adds the students' page of a class (``/class``) and its routes.
 ``main()`` loads the bundled model (on CUDA when available), warms it up, starts the one-time calibration of this
 machine's costs in the background (``components/serving/calibrate.py``: runs wait for it, with a note, instead of
-calibrating themselves) and launches with the queue on. Nothing is loaded or measured at import time.
+calibrating themselves), then, once that is done and the app idle, this machine's batch prices for the Theory tab
+(``components/serving/batch_prices.py``), and launches with the queue on. Nothing is loaded or measured at import time.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from components.render.batch import CSS as BATCH_CSS
 from components.render.classroom import CSS as CLASS_CSS
 from components.render.tokens import CSS as TOKENS_CSS
 from components.serving.api import add_api, finish_api
+from components.serving.batch_prices import start_batch_prices
 from components.serving.calibrate import start_calibration
 from components.serving.classroom import ClassLimits, RoomStore, default_store
 from components.serving.classroom.api import class_routes
@@ -136,6 +138,7 @@ def main() -> None:
     warm_up(bundled.model)
     calibrating = start_calibration(pool)  # the cost policy's prices, measured once, in the background:
     calibrating.wait_first()               # the default pair's before the page opens, so no first run stalls
+    start_batch_prices(pool)               # the Theory tab's batch prices, once the calibration is done and idle
     demo = build_demo(pool, store)
     demo.queue(default_concurrency_limit=4, max_size=64)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), server_port=server_port(),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import make_tiny_lm
-from specdec_core.bench import runner as bench, theory as bt
+from specdec_core.bench import command as bench, theory as bt
 from specdec_core.bench.measure import BenchPrompt
 from specdec_core.policy.hindsight import priced_ms
 

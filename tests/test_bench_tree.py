@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.bench import runner as bench
+from specdec_core.bench import command as bench
 from specdec_core.bench.tree import (BASELINE, FIXED_DEPTH, TreeSettings, render_tree, run_tree_bench, setting_configs,
     validate_tree)
 

@@ -77,7 +77,7 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
         # the presenter moves on: every student follows; a student's page has nothing that moves the class
         lead.click("#class-next")
         for pg in students:
-            pg.wait_for_function("() => /Chapter 2 \\/ 12/.test(document.querySelector('#learn-title')?.innerText)")
+            pg.wait_for_function("() => /Chapter 2 \\/ 13/.test(document.querySelector('#learn-title')?.innerText)")
             assert all(pg.locator(f"{sel}:visible").count() == 0 for sel in MOVERS), pg.url
 
         # the presenter's run reaches every student, drawn for the screen it is on

@@ -205,7 +205,7 @@ def test_the_presenter_takes_the_class_back_after_a_reload(store, lead):
     ld.follow_chapter(store, lead, 4)
     out = ld.restore_lead(store, "", lead, BASE)
     assert out[0] == lead and "You lead this class again" in out[5]
-    assert plain(out[ld.N_PANEL])["value"] == 4 and "Chapter 4 / 12" in out[ld.N_PANEL + 1]    # the Learn page moves
+    assert plain(out[ld.N_PANEL])["value"] == 4 and "Chapter 4 / 13" in out[ld.N_PANEL + 1]    # the Learn page moves
     link = f"{lead['code']}.{lead['secret']}"
     assert ld.restore_lead(store, link, None, BASE)[0] == lead
     bad = ld.restore_lead(store, "7KX4MP9A.not-a-secret", None, BASE)

@@ -59,10 +59,10 @@ def _trace(temperature: float = 1.0, same_baseline: bool = True) -> Trace:
 
 # --- the chapters -----------------------------------------------------------------------------------------
 
-def test_eleven_short_chapters_each_with_a_guess_that_starts_nowhere():
+def test_thirteen_short_chapters_each_with_a_guess_that_starts_nowhere():
     """No guess carries a preset value (the control starts empty or at its minimum, and Reveal waits for the
     learner to move it)."""
-    assert N == len(CHAPTERS) == 12
+    assert N == len(CHAPTERS) == 13
     assert [c.slug for c in CHAPTERS].index("trees") == [c.slug for c in CHAPTERS].index("k") + 1
     assert len({c.slug for c in CHAPTERS}) == N
     for c in CHAPTERS:

@@ -135,14 +135,14 @@ class StartupCalibration:
             self._unit_s = _one_forward_s(target.model)
         lock = target.lock
         if not job.first:
-            self._wait_idle()
+            self.wait_idle()
         lock.acquire()
         held = [True]
 
         def pause() -> None:                           # let the runs waiting for the model through, and wait
             lock.release()                             # until the app has been idle a while
             held[0] = False
-            self._wait_idle()
+            self.wait_idle()
             lock.acquire()
             held[0] = True
         try:
@@ -185,7 +185,9 @@ class StartupCalibration:
             with self._changed:
                 self._wanted -= 1
 
-    def _wait_idle(self) -> None:
+    def wait_idle(self) -> None:
+        """Until no run is going and none has for ``IDLE_S`` (at once while a run waits for a later job's prices);
+        the background measurements elsewhere (``batch_prices``) give way to runs through it too."""
         while self._runs or (not self._wanted and time.monotonic() < self._last_run + IDLE_S):
             time.sleep(0.25)
 

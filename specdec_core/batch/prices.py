@@ -8,6 +8,8 @@ finds matches), at each batch size of ``BATCH_SIZES``:
  - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
  - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
    short fixed-K batched run and a short batched baseline at that size.
+``pause``, called between batch sizes, lets a caller give way to runs (the app's background measurement releases the
+model there).
 """
 from __future__ import annotations
 
@@ -57,10 +59,21 @@ def context_ids(vocab_size: int, n: int = CONTEXT, seed: int = 0) -> list[int]:
 
 
 def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
-                          sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+                          sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
+                          ) -> BatchPrices:
     """This process's prices for (target, drafter, cfg's K cap, greedy or sampling), measured on first use.
-    ``generate``: the batched engine's run (``engine.batch_generate``; passed in, as the engine calls this)."""
+    ``generate``: the batched engine's run (``engine.batch_generate``; passed in, as the engine calls this).
+    Without ``pause`` a second caller waits for the first's result; with it (a background measurement that gives
+    way to runs) the measurement runs outside the cache's lock, so a run that needs prices meanwhile measures them
+    itself, and the first result stored is kept."""
     key = (model_key(target), drafter_key(drafter), cfg.k, cfg.greedy, sizes)
+    if pause is not None:
+        with _LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        prices = measure_batch_prices(target, drafter, cfg, generate, sizes, pause)
+        with _LOCK:
+            return _CACHE.setdefault(key, prices)
     with _LOCK:                      # one measurement at a time; a second caller waits for the first's result
         if key not in _CACHE:
             _CACHE[key] = measure_batch_prices(target, drafter, cfg, generate, sizes)
@@ -68,14 +81,17 @@ def measured_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig
 
 
 def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig, generate: Generate,
-                         sizes: tuple[int, ...] = BATCH_SIZES) -> BatchPrices:
+                         sizes: tuple[int, ...] = BATCH_SIZES, pause: Callable[[], None] | None = None
+                         ) -> BatchPrices:
     device = next(target.parameters()).device
     ids = context_ids(int(target.get_output_embeddings().weight.shape[0]))
     widths = price_widths(cfg.k)
     run_cfg = SpecConfig(k=RUN_K, k_policy="fixed", temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                          max_new_tokens=RUN_TOKENS, full_trace=False)
     verify, draft, overhead, base_overhead = [], [], [], []
-    for b in sizes:
+    for i, b in enumerate(sizes):
+        if pause is not None and i:
+            pause()
         tgt = BatchTarget(target, b)
         tgt.forward([ids] * b, logits=False)
         best = [float("inf")] * len(widths)

@@ -9,6 +9,8 @@
   run's iterations and the baseline's tokens resampled with replacement, the prefills kept fixed; seeded,
   so the same trace always gives the same interval). It measures the run-to-run noise of iterations, not
   a drift of the machine between the speculative run and its baseline, and says so in its label.
+- **Speedup** of a batched run (all rows pooled, over the batched baseline): the same bootstrap over the
+  batch's forwards and the baseline's steps (a step emits one token per row still decoding).
 - **Speedup** from repeated interleaved rounds (the bench, the K sweep, the comparison): a t interval on
   the logs of the per-round speedups (their geometric mean), which does cover drift between rounds.
 - **Verdict**: from the interval, not the point: "pays here" when all of it is above ×1, "does not pay
@@ -38,6 +40,7 @@ MIN_ITERATIONS = 10               # fewer speculative iterations than this: no v
 MIN_BASELINE_TOKENS = 16          # fewer baseline tokens than this: no verdict from a bootstrap
 MIN_ROUNDS = 3                    # fewer interleaved rounds than this: no verdict from rounds
 BOOTSTRAP = "bootstrap over iterations"
+BOOTSTRAP_FORWARDS = "bootstrap over the batch's forwards"
 ROUNDS = "interleaved rounds"
 CANT_TELL = "can't tell yet — run more tokens"
 
@@ -110,24 +113,30 @@ def rounds_interval(speedups: Sequence[float]) -> Interval | None:
 
 def bootstrap_speedup(iter_tokens: Sequence[int], iter_ms: Sequence[float], fixed_ms: float,
                       base_ms: Sequence[float], base_fixed_ms: float, base_fixed_tokens: int = 0,
-                      samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+                      samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED,
+                      base_tokens: Sequence[int] | None = None) -> tuple[float, float]:
     """A percentile bootstrap 95 % interval of (tokens / time) of the speculative run over the baseline's.
-    The run's iterations (tokens, ms) and the baseline's tokens (one each, ``base_ms``) are resampled with
-    replacement; each side's fixed part (prefill: ``fixed_ms``; the baseline's ``base_fixed_ms`` carrying
-    ``base_fixed_tokens``) is added to every resample. Deterministic for a given seed."""
+    The run's iterations (tokens, ms) and the baseline's steps (``base_ms``, one token each, or
+    ``base_tokens`` each: a batch's step emits one per active row) are resampled with replacement; each side's
+    fixed part (prefill: ``fixed_ms``; the baseline's ``base_fixed_ms`` carrying ``base_fixed_tokens``) is added
+    to every resample. Deterministic for a given seed."""
     if not iter_ms or not base_ms or len(iter_tokens) != len(iter_ms):
         raise ValueError("need iterations (tokens and times alike) and baseline token times")
+    if base_tokens is not None and len(base_tokens) != len(base_ms):
+        raise ValueError("need one token count per baseline step")
     tok, ms, bms = (np.asarray(x, dtype=float) for x in (iter_tokens, iter_ms, base_ms))
-    n, n_base, base_tokens = len(ms), len(bms), len(bms) + base_fixed_tokens
+    btok = np.ones(len(bms)) if base_tokens is None else np.asarray(base_tokens, dtype=float)
+    n, n_base = len(ms), len(bms)
 
     def ratio(picks: np.ndarray, base: np.ndarray, axis: int = -1) -> np.ndarray:
         spec = _total(tok[picks], n, axis) / (fixed_ms + _total(ms[picks], n, axis))
-        return spec / (base_tokens / (base_fixed_ms + _total(base, n_base, axis)))
+        return spec / ((base_fixed_tokens + _total(btok[base], n_base, axis))
+                       / (base_fixed_ms + _total(bms[base], n_base, axis)))
 
-    # the run's sample is its iterations' indices (an iteration's tokens and time are resampled together), the
-    # baseline's its token times; scipy resamples only samples of two or more, so one observation goes in twice
-    # (its resamples are all itself either way) and ``_total`` counts it once
-    res = stats.bootstrap((_twice_if_one(np.arange(n)), _twice_if_one(bms)), ratio, n_resamples=samples,
+    # each side's sample is its steps' indices (an iteration's tokens and time are resampled together, and so are
+    # a baseline step's); scipy resamples only samples of two or more, so one observation goes in twice (its
+    # resamples are all itself either way) and ``_total`` counts it once
+    res = stats.bootstrap((_twice_if_one(np.arange(n)), _twice_if_one(np.arange(n_base))), ratio, n_resamples=samples,
                           vectorized=True, method="percentile", confidence_level=0.95,
                           rng=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -198,6 +207,31 @@ def speedup_interval(trace: Trace) -> Interval | None:
     point = st.tokens_per_s / b.tokens_per_s
     enough = len(trace.iterations) >= MIN_ITERATIONS and len(b.token_ms) >= MIN_BASELINE_TOKENS
     return Interval(point, min(lo, point), max(hi, point), BOOTSTRAP, enough)
+
+
+def batch_speedup_interval(trace: Trace) -> Interval | None:
+    """A batched run's pooled speedup (all rows' tokens/s over the batched baseline's, ``BatchStats.speedup``)
+    with a bootstrap interval over its forwards: each batch iteration (the tokens every row emitted in it, its
+    draft, verify and host time) and each baseline step (one token per row still decoding, its time) resampled;
+    the prefills kept fixed (the baseline's first step, which holds its prefill, with its tokens). None without a
+    batch, its baseline or a forward. Enough for a verdict from ``MIN_ITERATIONS`` forwards and
+    ``MIN_BASELINE_TOKENS`` baseline steps."""
+    batch = trace.batch
+    if batch is None or batch.baseline is None or not batch.forwards or batch.stats.speedup <= 0:
+        return None
+    rows, base = trace.rows(), batch.baseline
+    if len(base.step_ms) < 2 or any(r.baseline is None for r in rows):
+        return None
+    # rows only leave a batch: a row's i-th iteration is the batch's i-th forward, its baseline's s-th token step s
+    tokens = [sum(len(r.iterations[i].emitted) for r in rows if len(r.iterations) > i)
+              for i in range(len(batch.forwards))]
+    ms = [sum(f.draft_ms) + f.verify_ms + f.other_ms for f in batch.forwards]
+    step_tokens = [sum(len(r.baseline.new_token_ids) > s for r in rows) for s in range(len(base.step_ms))]
+    lo, hi = bootstrap_speedup(tokens, ms, max(0.0, batch.stats.wall_ms - sum(ms)), base.step_ms[1:],
+                               base.step_ms[0], step_tokens[0], base_tokens=step_tokens[1:])
+    point = batch.stats.speedup
+    enough = len(batch.forwards) >= MIN_ITERATIONS and len(base.step_ms) >= MIN_BASELINE_TOKENS
+    return Interval(point, min(lo, point), max(hi, point), BOOTSTRAP_FORWARDS, enough)
 
 
 def fill_stats(trace: Trace) -> Trace:

@@ -1,6 +1,7 @@
-"""Learn, chapters 6–11: practice. What temperature does to acceptance, when speculation pays (α, c, K, the
-verify's cost, the same run priced on other hardware), choosing a draft, choosing K, token trees (``trees``),
-and the pitfalls (a draft as costly as the target; a mismatched tokenizer or temperature).
+"""Learn, chapters 7–13: practice. What temperature does to acceptance, when speculation pays (α, c, K, the
+verify's cost, the same run priced on other hardware), choosing a draft, choosing K, token trees (``trees``), a busy
+server (``busy``: the batch size where speculation stops paying), and the pitfalls (a draft as costly as the target;
+a mismatched tokenizer or temperature).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from specdec_core.policy.roofline import gpu_name
 from components.pages.learn import reveal as rv
 from components.pages.learn.basics import later, note, run_summary
 from components.pages.learn.book import Ask, Chapter, Guess, Measured, Step
+from components.pages.learn.busy import BUSY
 from components.pages.learn.runs import (FEATURE, LONGER, NGRAM, TOKEN_ONLY, compare_drafts, config, need, sweep_k,
                                          trace_run, verify_curve)
 from components.pages.learn.trees import TREES
@@ -214,6 +216,6 @@ PITFALLS = Chapter(
     run_costly, measure_costly, judge_costly, longer=f"{COSTLY_TOKENS * LONGER} tokens instead of {COSTLY_TOKENS}")
 
 
-CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, PITFALLS)
+CHAPTERS = (TEMPERATURE, PAYS, DRAFTS, CHOOSE_K, TREES, BUSY, PITFALLS)
 
 __all__ = ["CHAPTERS", "TEMPERATURE", "PAYS", "DRAFTS", "CHOOSE_K", "PITFALLS"]

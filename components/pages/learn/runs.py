@@ -7,11 +7,13 @@
   the teaching tabs do;
 - ``exactness``: the Exactness lab's experiment on the toy pair (thousands of runs in seconds);
 - ``compare_drafts``: prompt lookup and the two trained drafts, as the Draft comparison tab runs them;
-- ``sweep_k``: the K sweep tab's sweep.
+- ``sweep_k``: the K sweep tab's sweep;
+- ``batch_sweep``: batches of several sizes with the feature draft, each beside the batched baseline.
 Every refusal or failure is a ``gr.Error`` with a message for the page.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from specdec_core import InjectedBugs, NGramDrafter, SpecConfig, Trace
@@ -20,6 +22,7 @@ from specdec_core.drafters.model import model_drafter
 from specdec_core.drafters.registry import SHIPPED, shipped_draft_for
 from specdec_core.policy.calibration import measure_verify_curve
 from specdec_core.teaching.lab import LabResult, LabSettings, run_exactness
+from specdec_core.teaching.batches import BatchSweep, batch_size_sweep
 from specdec_core.teaching.sweeps import Candidate, KSweep, Selection, evaluate_drafts, k_sweep
 from specdec_core.teaching.toy import make_toy_pair
 
@@ -127,6 +130,22 @@ def sweep_k(pool: Pool, prompt: str, k_max: int, cfg: SpecConfig) -> KSweep:
             raise page_error(str(e)) from e
 
 
+def batch_sweep(pool: Pool, prompts: Sequence[str], sizes: Sequence[int], cfg: SpecConfig) -> BatchSweep:
+    """Batches of each of ``sizes`` (the first B of ``prompts`` as chat turns, cycled) decoded with the trained
+    feature-reading draft and by the batched baseline, side by side (``teaching.batches``)."""
+    lm = get_model(pool, "bundled")
+    try:
+        drafter = model_drafter(shipped_draft_for("feature", lm.model), name="feature")
+    except RuntimeError as e:
+        raise page_error(f"{SHIPPED['feature']}: {e}") from e
+    ids = [prompt_ids(lm, prompt, True, cfg.max_new_tokens) for prompt in prompts]
+    with locked(lm):
+        try:
+            return batch_size_sweep(lm.model, drafter, ids, sizes, cfg, lm.tokenizer, texts=list(prompts))
+        except (ValueError, RuntimeError) as e:
+            raise page_error(str(e)) from e
+
+
 class NeedsRun(Exception):
     """A reveal asked for what only its chapter's run provides (the page answers: run the chapter first)."""
 
@@ -139,4 +158,4 @@ def need(memo: Any, key: str) -> Any:
 
 
 __all__ = ["MAX_NEW", "LONGER", "BUGS", "NGRAM", "TOKEN_ONLY", "FEATURE", "config", "trace_run", "forward_costs", "verify_curve", "exactness",
-           "compare_drafts", "sweep_k", "need", "NeedsRun"]
+           "compare_drafts", "sweep_k", "batch_sweep", "need", "NeedsRun"]

@@ -1,11 +1,13 @@
 """The Theory tab: the closed-form expected speedup drawn over alpha, c and K, the exact formula next to
-the common approximation, and the latest Live run placed on the charts.
+the common approximation, and the latest Live run placed on the charts; below, where its time went, the same run on
+other hardware, and the speedup over batch size and K (a busy server).
 
 ``build_theory_tab(ctx, tab)`` lays it out; ``update_theory`` is the one handler.
 
 Stable elem_ids: theory-k, theory-c, theory-refresh, theory-heatmap, theory-kcurves, theory-formulas, theory-md,
 theory-verify, theory-time, theory-cpu-md (from ``cost.build_cost_view``), theory-whatif, theory-whatif-md (from
-``whatif.build_whatif_view``).
+``whatif.build_whatif_view``), theory-batch-alpha, theory-batch-source, theory-batch, theory-batch-md (from
+``batch_view.build_batch_view``: speedup over batch size and K).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import gradio as gr
 from specdec_core.policy.closed_form import (approximate_speedup, break_even_alpha, optimal_k, speedup)
 
 from components.pages.context import AppContext
+from components.pages.teaching.batch_view import build_batch_view
 from components.pages.teaching.cost import VERIFY_MEASURED, build_cost_view, cost_point
 from components.pages.teaching.whatif import build_whatif_view
 from components.render.lab import MeasuredPoint, formula_figure, speedup_heatmap, speedup_vs_k_figure
@@ -87,6 +90,7 @@ def build_theory_tab(ctx: AppContext, tab: Any) -> None:
             formulas_p = gr.Plot(formulas, show_label=False, elem_id="theory-formulas")
     verify = build_cost_view(ctx.latest_trace, (refresh.click, tab.select))   # where the time went
     build_whatif_view(ctx.latest_trace, (refresh.click, tab.select))          # the same run on other hardware
+    build_batch_view(ctx.latest_trace, (refresh.click, tab.select))           # batch size and K, break-even
     outs = [heat_p, curves_p, formulas_p, md_c]
     for trigger in (k.release, c.release, refresh.click, tab.select, verify.change):
         trigger(update_theory, [k, c, ctx.latest_trace, verify], outs)
