@@ -56,6 +56,7 @@ def stream_batch_baseline(target: torch.nn.Module, prompts: list[Any], cfg: Spec
                     keep.append(j)
             t = now_ms(device)
             batch.step_ms.append(t - t_prev)
+            batch.step_rows.append(len(active))
             t_prev = t
             for b in active:
                 res = results[b]

@@ -139,7 +139,7 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
                 index=len(head.batch.forwards), rows=[r.index for r in active], k=k,
                 fed=sum(len(p.tokens) for p in bp.rows) + len(active), draft_ms=bp.step_ms, verify_ms=verify_ms,
                 other_ms=max(0.0, t_end - t_iter - sum(bp.step_ms) - verify_ms), t_start_ms=t_iter - t_run,
-                k_reason=k_reason))
+                k_reason=k_reason, tokens=sum(len(e) for e in emitted)))
             _pool(head, rows, tgt.forwards, bp.forwards, t_end - t_run)
             keep = [j for j, r in enumerate(active) if not r.done]
             if len(keep) < len(active) and keep:

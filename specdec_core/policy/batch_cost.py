@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +131,13 @@ def speedup_table(prices: BatchPrices, profile: AcceptanceProfile, sizes: Sequen
     return [[batch_speedup(prices, profile, b, k) for k in ks] for b in sizes]
 
 
-def crossover(prices: BatchPrices, profile: AcceptanceProfile, k_max: int, b_max: int) -> int | None:
+def crossover(prices: BatchPrices, profile: AcceptanceProfile | Callable[[int], AcceptanceProfile], k_max: int,
+              b_max: int) -> int | None:
     """The smallest batch size at which no K in 1 … k_max predicts a speedup above 1 (None: drafting still pays
-    at ``b_max``)."""
+    at ``b_max``). ``profile``: the acceptance, or the acceptance at each batch size (rows differ)."""
+    at = profile if callable(profile) else (lambda b: profile)
     for b in range(1, b_max + 1):
-        if max(batch_speedup(prices, profile, b, k) for k in range(1, k_max + 1)) <= 1.0:
+        if max(batch_speedup(prices, at(b), b, k) for k in range(1, k_max + 1)) <= 1.0:
             return b
     return None
 

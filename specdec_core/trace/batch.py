@@ -36,6 +36,7 @@ class BatchForward:
     other_ms: float              # per-row verification, records, the caches' rollback
     t_start_ms: float = 0.0      # since the run started (prefill included)
     k_reason: str = ""           # why this K (the batch's K policy)
+    tokens: int = 0              # tokens the iteration emitted, all rows together
 
 
 @dataclass
@@ -64,6 +65,7 @@ class BatchBaseline:
     tokens_per_s: float
     target_forwards: int
     step_ms: list[float] = field(default_factory=list)   # one entry per batched step (the first with the prefill)
+    step_rows: list[int] = field(default_factory=list)   # rows that took part in each step
 
 
 @dataclass
@@ -135,7 +137,9 @@ def parse_batch(d: Any, parse_row: Callable[[Any], Any]) -> BatchRecord:
                                  tokens_per_s=_nonneg(bd, "tokens_per_s", "batch.baseline"),
                                  target_forwards=_get(bd, "target_forwards", "batch.baseline", int),
                                  step_ms=_numbers(_get(bd, "step_ms", "batch.baseline", list, True, []),
-                                                  "batch.baseline.step_ms"))
+                                                  "batch.baseline.step_ms"),
+                                 step_rows=[int(x) for x in _numbers(_get(bd, "step_rows", "batch.baseline", list,
+                                                                          True, []), "batch.baseline.step_rows")])
     return BatchRecord(size=size, rows=rows, forwards=forwards, stats=stats, baseline=baseline,
                        prices=_parse_prices(_get(d, "prices", "batch", dict, optional=True)))
 
@@ -168,9 +172,9 @@ def _parse_forward(d: Any, where: str, size: int) -> BatchForward:
     if not rows or len(rows) > size or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < size
                                            for r in rows) or len(set(rows)) != len(rows):
         _fail(f"{where}.rows", f"expected distinct row indices below {size}")
-    k, fed = _get(d, "k", where, int), _get(d, "fed", where, int)
-    if not 0 <= k <= 64 or not 0 <= fed <= 64 * 65:
-        _fail(where, "k or fed out of range")
+    k, fed, tokens = _get(d, "k", where, int), _get(d, "fed", where, int), _get(d, "tokens", where, int, True, 0)
+    if not 0 <= k <= 64 or not 0 <= fed <= 64 * 65 or not 0 <= tokens <= 65 * len(rows):
+        _fail(where, "k, fed or tokens out of range")
     reason = _get(d, "k_reason", where, str, True, "")
     if len(reason) > MAX_REASON:
         _fail(f"{where}.k_reason", "text too long")
@@ -179,4 +183,4 @@ def _parse_forward(d: Any, where: str, size: int) -> BatchForward:
         _fail(f"{where}.draft_ms", "more draft steps than K allows")
     return BatchForward(index=_get(d, "index", where, int), rows=list(rows), k=k, fed=fed, draft_ms=draft_ms,
                         verify_ms=_nonneg(d, "verify_ms", where), other_ms=_nonneg(d, "other_ms", where),
-                        t_start_ms=_nonneg(d, "t_start_ms", where, True), k_reason=reason)
+                        t_start_ms=_nonneg(d, "t_start_ms", where, True), k_reason=reason, tokens=tokens)
