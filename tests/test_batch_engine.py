@@ -154,3 +154,21 @@ def test_the_batch_size_is_checked_with_the_shared_words():
     with pytest.raises(InputError, match="Row 2 of the batch: The prompt is 2000 tokens; with 100 new tokens"):
         check_batch_context([10, 2000], 100, 2048)
     assert fill_batch("mine", 3) == ["mine", *OTHER_REQUESTS[:2]] and len(fill_batch("x", 16)) == 16
+
+
+def test_the_batch_policy_prices_the_widest_row():
+    """One copying row among rows without a match: its drafts would be kept, but every row is padded to its width.
+    At B = 1 the copy pays; at B = 16 the verify of 16 × (K + 1) does not, whatever one row gains."""
+    from specdec_core.drafters.base import DraftOutlook
+    copy = DraftOutlook(match_len=8, available=20, copying=True)
+    none = DraftOutlook(match_len=0, available=0)
+    policy = make_batch_k_policy(SpecConfig(k=4, k_policy="cost"), None, NGramDrafter(), _prices())
+    assert policy.choose(1, 20, [copy])[0] == 4
+    k16, why = policy.choose(16, 20, [copy] + [none] * 15)
+    assert k16 == 0 and "batch of 16" in why
+    assert policy.choose(4, 20, [none] * 4) == (0, "batch of 4: cost: no drafts (no row's prompt lookup finds a match)")
+    inner = policy.inner
+    rows = inner.row_profiles(2, [copy, none])
+    tokens, ms = inner.rate(_prices().costs(2, 4), rows, 4)
+    assert tokens == pytest.approx((1 + sum(0.98 ** j for j in range(1, 5)) + 1) / 2)
+    assert ms == pytest.approx(1.0 + 0.1 + 10 + 10 * 2 * 5)     # overhead + one lookup + a verify 5 tokens wide

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from ..drafters.base import DraftChain, DraftPolicy, Proposal
+from ..drafters.base import DraftChain, DraftOutlook, DraftPolicy, Proposal
 from ..drafters.feature import FeatureDraft, FeatureDrafter
 from ..drafters.model import ModelDrafter
 from ..drafters.ngram import NGramDrafter
@@ -40,6 +40,7 @@ class BatchDrafter(Protocol):
     reads_features: bool
 
     def start(self, prompts: list[list[int]]) -> None: ...
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> list[DraftOutlook] | None: ...  # None: nothing told
     def propose(self, rows: list[list[int]], ks: list[int], policies: list[DraftPolicy]) -> BatchProposal: ...
     def rollback(self, valid: list[int]) -> None: ...
     def select(self, rows: list[int]) -> None: ...
@@ -79,6 +80,10 @@ class BatchLookup:
         for d, ids in zip(self.rows, prompts):
             d.start(ids)
 
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> list[DraftOutlook]:
+        """Each row's match before it drafts, for free (``NGramDrafter.outlook``)."""
+        return [d.outlook(ids, eos_token_id=eos) for d, ids in zip(self.rows, rows)]
+
     def propose(self, rows: list[list[int]], ks: list[int], policies: list[DraftPolicy]) -> BatchProposal:
         t0 = now_ms(torch.device("cpu"))
         props = [d.propose(ids, k, pol) if k > 0 else Proposal([], None)
@@ -102,6 +107,9 @@ class BatchModelDrafter:
         self.device = next(model.parameters()).device
         self.cache: RaggedCache | None = None
         self.fed: list[int] = []
+
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> None:
+        return None
 
     def start(self, prompts: list[list[int]]) -> None:
         self.cache = RaggedCache(self.model.config, len(prompts))
@@ -144,6 +152,9 @@ class BatchFeatureDrafter:
         self.true_len: list[int] = []
         self.features: list[torch.Tensor | None] = []
         self.n_features: list[int] = []
+
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> None:
+        return None
 
     def start(self, prompts: list[list[int]]) -> None:
         self.cache = RaggedCache(self.draft.config, len(prompts))

@@ -11,9 +11,9 @@ measured on this machine (``BatchPrices``, measured by ``batch.prices``):
   baseline step at B              = t_verify(B, 1) + t_baseline_overhead(B)               (one token per row)
   speedup(B, K)                   = tokens per row per iteration × baseline step ÷ time of one iteration
 
-K = 0 is a plain decode step. ``BatchKPolicy`` gives the cost-aware K policy these prices at the batch's current
-size every iteration (its acceptance estimate pooled over the rows), so it lowers K as B grows, down to K = 0
-where drafting does not pay — as vLLM's dynamic speculative decoding does.
+K = 0 is a plain decode step. The batch's cost-aware policy (``BatchCostK``) prices each iteration at the batch's
+current size, its rows' acceptance pooled and its verify as wide as the widest row's feed, so it lowers K as B
+grows, down to K = 0 where drafting does not pay — as vLLM's dynamic speculative decoding does.
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from typing import Any
 
 from ..config import SpecConfig
 from ..trace import IterationRecord
-from .costmodel import AcceptanceProfile, expected_tokens_profile, iteration_ms
+from ..drafters.base import DraftOutlook
+from .costmodel import AcceptanceProfile, expected_tokens_profile, iteration_ms, proposal_lengths
 from .costs import Costs
-from .kpolicy import CostAwareK, HeuristicK, KPolicy, make_k_policy
+from .kpolicy import COPY_PRIOR, PRIOR_ALPHA, HeuristicK, KPolicy, _Decayed, make_k_policy, probe_wait
 from .roofline import Device, ModelShape, forward_ms
 
 
@@ -142,22 +143,116 @@ def crossover(prices: BatchPrices, profile: AcceptanceProfile | Callable[[int], 
     return None
 
 
-class BatchKPolicy:
-    """The run's K policy for a batch: one K per iteration for every row. The cost-aware policy is priced at the
-    batch's size each iteration (``BatchPrices.costs``) and learns acceptance by position from every row; the
-    heuristic moves K once per iteration (+2 when every row's drafts were all accepted, −1 otherwise); a fixed
-    K stays."""
+class BatchCostK:
+    """The cost-aware K for a batch: each iteration, the K in 0 … cap that maximises the batch's predicted tokens per
+    second at its current size, priced with ``BatchPrices`` fixed before the run. Unlike one sequence, a batch's
+    rows differ: the tokens are each row's expected tokens averaged over the rows, but the verify is as wide as the
+    widest row's feed (the rows are padded to it), and a model draft runs as many steps as the longest chain. So
+    the width is priced as the largest of the rows' offered drafts: exact for prompt lookup, told each row's match
+    before it drafts (``DraftOutlook``: a row without a match offers nothing, a copying row's drafts are priced at
+    least ``COPY_PRIOR``), and for other drafts from the rows' offered-draft rates learnt as the run goes,
+    P(widest < j) = Π_rows P(L_row < j). Acceptance by draft position is learnt from every row (``_Decayed``, prior
+    ``PRIOR_ALPHA``); like the single-sequence policy, it learns only from what the rows emitted, and where K = 0 is
+    predicted best but drafting could pay it drafts one iteration in a while (``probe_wait``: at most
+    ``EXPLORE_BUDGET`` of the time)."""
+    name = "cost"
 
-    def __init__(self, inner: KPolicy, prices: BatchPrices | None) -> None:
+    def __init__(self, k_max: int, prices: BatchPrices) -> None:
+        self.k_max, self.prices = k_max, prices
+        self.acc = _Decayed()                 # acceptance by draft position, every row pooled
+        self.prop = _Decayed()                # a row offered a j-th draft (drafts without an outlook)
+        self.zeros = 0
+        self.calibration: dict | None = None
+
+    def row_profiles(self, batch: int, outlooks: Sequence[DraftOutlook | None] | None) -> list[AcceptanceProfile]:
+        """Each row's acceptance and offered drafts for the next iteration (module docstring)."""
+        accept = self.acc.means(self.k_max, PRIOR_ALPHA)
+        if not outlooks or any(o is None or o.match_len is None for o in outlooks):
+            propose = self.prop.means(self.k_max, 1.0) if not self.prices.draft_per_token else ()
+            return [AcceptanceProfile(accept, propose)] * batch
+        out = []
+        for o in outlooks:
+            avail = (o.available or 0) if o.match_len else 0
+            acc = tuple(max(COPY_PRIOR, a) for a in accept) if o.copying else accept
+            out.append(AcceptanceProfile(acc, tuple(float(j <= avail) for j in range(1, self.k_max + 1))))
+        return out
+
+    def rate(self, costs: Costs, rows: list[AcceptanceProfile], k: int) -> tuple[float, float]:
+        """(tokens per row, ms) of one iteration at K = k: the rows' mean tokens, the widest row's verify and steps."""
+        tokens = sum(expected_tokens_profile(p, k) for p in rows) / len(rows)
+        if k == 0:
+            return tokens, costs.overhead_ms + costs.t1
+        under = [1.0] * (k + 2)               # under[j] = P(the widest row offers fewer than j drafts)
+        for p in rows:
+            reach = 1.0                       # P(this row offers >= j)
+            lengths = proposal_lengths(p, k)
+            for j in range(1, k + 1):
+                reach -= lengths[j - 1]
+                under[j] *= 1.0 - reach
+        widest = [under[l + 1] - under[l] if l else under[1] for l in range(k)] + [1.0 - under[k]]
+        ms = costs.overhead_ms + sum(w * (costs.draft_cost(l, k) + costs.t_verify(l + 1)) for l, w in enumerate(widest))
+        return tokens, ms
+
+    def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None
+               ) -> tuple[int, str]:
+        cap = min(self.k_max, max(0, max_k))
+        if cap == 0:
+            return 0, f"batch of {batch}: cost: no drafts (the last token is the target's own)"
+        if outlooks and all(o is not None and o.match_len == 0 for o in outlooks):
+            return 0, f"batch of {batch}: cost: no drafts (no row's prompt lookup finds a match)"
+        costs, rows = self.prices.costs(batch, self.k_max), self.row_profiles(batch, outlooks)
+        parts = {k: self.rate(costs, rows, k) for k in range(cap + 1)}
+        scored = {k: 1000.0 * t / ms if ms > 0 else math.inf for k, (t, ms) in parts.items()}
+        best = max(scored, key=lambda k: (round(scored[k], 9), -k))
+        probe = ""
+        if best == 0:
+            sure = [AcceptanceProfile((1.0,), p.propose) for p in rows]
+            could = [k for k in range(1, cap + 1) if self.rate(costs, sure, k)[0] / self.rate(costs, sure, k)[1] >
+                     1.0 / parts[0][1]]
+            if could:
+                draft_k = max(range(1, cap + 1), key=lambda k: (round(scored[k], 9), -k))
+                extra = parts[draft_k][1] - parts[draft_k][0] * parts[0][1]
+                wait = probe_wait(extra, parts[draft_k][1], parts[0][1])
+                self.zeros += 1
+                if self.zeros > wait:
+                    self.zeros, best = 0, draft_k
+                    probe = f"explore: one iteration in {wait + 1} drafts ({extra:.1f} ms more than K = 0): "
+            else:
+                probe = "drafting cannot pay even if every draft were accepted: "
+        else:
+            self.zeros = 0
+        tokens, ms = parts[best]
+        alt = max((k for k in scored if k != best), key=lambda k: scored[k], default=None)
+        why = (f"batch of {batch}: cost: {probe}K = {best} predicts {scored[best]:.1f} tok/s per row "
+               f"({tokens:.2f} tokens / {ms:.0f} ms; a1 = {rows[0].a(1):.2f})")
+        return best, why + (f"; next best K = {alt}: {scored[alt]:.1f}" if alt is not None else "")
+
+    def observe(self, iterations: list[IterationRecord]) -> None:
+        """Learn from what every row emitted: each tested draft's acceptance by position, and (drafts without an
+        outlook) how many drafts each row offered."""
+        for it in iterations:
+            for j, d in enumerate(it.drafts, 1):
+                if d.tested:
+                    self.acc.add(j, d.accept_prob)
+            if not self.prices.draft_per_token:
+                for j in range(1, it.k + 1):
+                    self.prop.add(j, float(len(it.drafts) >= j))
+
+
+class BatchKPolicy:
+    """The run's K policy for a batch: one K per iteration for every row. The cost-aware one is ``BatchCostK``; the
+    heuristic moves K once per iteration (+2 when every row's drafts were all accepted, −1 otherwise); a fixed K
+    stays."""
+
+    def __init__(self, inner: KPolicy | BatchCostK, prices: BatchPrices | None) -> None:
         self.inner, self.prices = inner, prices
         self.name = inner.name
         self.calibration = inner.calibration
 
-    def choose(self, batch: int, max_k: int) -> tuple[int, str]:
-        if isinstance(self.inner, CostAwareK) and self.prices is not None:
-            self.inner.reprice(self.prices.costs(batch, self.inner.k_max))
-            k, why = self.inner.choose(max_k)
-            return k, f"batch of {batch}: {why}"
+    def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None
+               ) -> tuple[int, str]:
+        if isinstance(self.inner, BatchCostK):
+            return self.inner.choose(batch, max_k, outlooks)
         return self.inner.choose(max_k)
 
     def observe(self, iterations: list[IterationRecord]) -> None:
@@ -166,6 +261,9 @@ class BatchKPolicy:
             worst = next((it for it in drafted if not all(d.accepted for d in it.drafts)), None)
             if drafted or iterations:
                 self.inner.observe(worst or (drafted or iterations)[0])
+            return
+        if isinstance(self.inner, BatchCostK):
+            self.inner.observe(iterations)
             return
         for it in iterations:
             self.inner.observe(it)
@@ -180,5 +278,4 @@ def make_batch_k_policy(cfg: SpecConfig, target: Any, drafter: Any, prices: Any 
         return BatchKPolicy(make_k_policy(cfg, target, drafter), None)
     if prices is None:
         raise ValueError("the cost-aware K policy needs the batch's prices")
-    inner = CostAwareK(cfg.k, None, None, prices.draft_per_token)
-    return BatchKPolicy(inner, prices)
+    return BatchKPolicy(BatchCostK(cfg.k, prices), prices)

@@ -189,11 +189,6 @@ class CostAwareK:
                    overhead_ms=ms("overhead_ms"), catchup_ms=ms("catchup_ms"),
                    tree_draft_ms=ms("tree_draft_ms", None), tree_overhead_ms=ms("tree_overhead_ms", None))
 
-    def reprice(self, costs: Costs) -> None:
-        """Price the next iterations with ``costs`` instead (a batch's parts at its current size: ``batch_cost``)."""
-        self.cal = list(costs.verify_ms)
-        self.draft_ms, self.draft_per_token, self.overhead_ms = costs.draft_ms, costs.draft_per_token, costs.overhead_ms
-
     # -- the model of the next iteration --
     def costs(self, n: int | None = None) -> Costs:
         """The costs of the next iteration, the verify curve for 1 … n tokens fed (default: the cap's K + 1)."""
