@@ -108,8 +108,9 @@ class BatchModelDrafter:
         self.cache: RaggedCache | None = None
         self.fed: list[int] = []
 
-    def outlooks(self, rows: list[list[int]], eos: int | None) -> None:
-        return None
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> list[DraftOutlook]:
+        """Each row's tokens its cache has not seen (a catch-up after K = 0 iterations)."""
+        return [DraftOutlook(unseen=len(ids) - f) for ids, f in zip(rows, self.fed)]
 
     def start(self, prompts: list[list[int]]) -> None:
         self.cache = RaggedCache(self.model.config, len(prompts))
@@ -153,8 +154,9 @@ class BatchFeatureDrafter:
         self.features: list[torch.Tensor | None] = []
         self.n_features: list[int] = []
 
-    def outlooks(self, rows: list[list[int]], eos: int | None) -> None:
-        return None
+    def outlooks(self, rows: list[list[int]], eos: int | None) -> list[DraftOutlook]:
+        """Each row's positions its cache has not read from the target's features (a catch-up after K = 0)."""
+        return [DraftOutlook(unseen=len(ids) - 1 - t) for ids, t in zip(rows, self.true_len)]
 
     def start(self, prompts: list[list[int]]) -> None:
         self.cache = RaggedCache(self.draft.config, len(prompts))

@@ -88,7 +88,7 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
     widths = price_widths(cfg.k)
     run_cfg = SpecConfig(k=RUN_K, k_policy="fixed", temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                          max_new_tokens=RUN_TOKENS, full_trace=False)
-    verify, draft, overhead, base_overhead = [], [], [], []
+    verify, draft, catchup, overhead, base_overhead = [], [], [], [], []
     for i, b in enumerate(sizes):
         if pause is not None and i:
             pause()
@@ -103,18 +103,22 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
                     best[j] = min(best[j], now_ms(device) - t0)
                 tgt.rollback([len(ids)] * b)
         verify.append(tuple(best))
-        draft.append(_draft_step_ms(target, drafter, ids, b, device))
+        step_ms, catchup_ms = _draft_step_ms(target, drafter, ids, b, device)
+        draft.append(step_ms)
+        catchup.append(catchup_ms)
         trace = generate(target, drafter, [ids] * b, run_cfg)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
         base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
     return BatchPrices(tuple(sizes), widths, tuple(verify), tuple(draft), per_token(drafter), tuple(overhead),
-                       tuple(base_overhead), device=str(device))
+                       tuple(base_overhead), device=str(device), catchup_ms=tuple(catchup))
 
 
-def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device) -> float:
-    """One batched draft step over b rows after the context, feeding each row the last two tokens as a step after
-    a verify does (the least of ``REPS``); prompt lookup: the rows' lookups."""
+def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device
+                   ) -> tuple[float, float]:
+    """(one batched draft step over b rows after the context, feeding each row the last two tokens as a step after
+    a verify does (the least of ``REPS``; prompt lookup: the rows' lookups), a catch-up's ms per row and token fed:
+    the first step over the whole context)."""
     bd = batch_drafter(drafter)
     bd.start([ids] * b)
     feats = []
@@ -128,11 +132,12 @@ def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int
             bd.observe_features(j, 0, f)
     policies = [DraftPolicy(0.0, 0, 1.0, None, raw_probs=False)] * b
     observe()
-    bd.propose([ids[:-1]] * b, [1] * b, policies)     # fills the caches with the context: not a step's price
+    first = bd.propose([ids[:-1]] * b, [1] * b, policies)   # fills the caches with the context: a catch-up's price
+    catchup = sum(first.step_ms) / (b * (len(ids) - 1)) if first.forwards else 0.0
     times = []
     for _ in range(REPS):
         bd.rollback([len(ids) - 2] * b)
         observe()
         out = bd.propose([ids] * b, [1] * b, policies)
         times.append(out.step_ms[0] if out.step_ms else 0.0)
-    return min(times)
+    return min(times), catchup

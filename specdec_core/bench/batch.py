@@ -2,7 +2,7 @@
 the batch size where speculation stops paying, and the cost-aware K against every fixed K.
 
     python -m specdec_core.bench --only batch                         # B = 1, 2, 4, 8, 16; prompt lookup and the
-                                                                      # feature draft; 32 new tokens; 3 rounds
+                                                                      # feature draft; 48 new tokens; 4 rounds
     python -m specdec_core.bench --only batch --batch-sizes 1,4 --batch-rounds 2 --quick
 
 For each batch size B the batch is ``batch.requests.fill_batch`` of the bench's copy prompt (row 0) and B − 1 other
@@ -52,7 +52,7 @@ class BatchSettings:
     sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
     drafts: tuple[str, ...] = ("ngram", "feature")
     max_new_tokens: int = 48
-    repeats: int = 3
+    repeats: int = 4
 
 
 def validate_batch(bs: BatchSettings) -> None:

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default 1,2,4,8,16; quick 1,4)")
     ap.add_argument("--batch-drafts", default=None,
                     help="comma-separated drafts of the batch section: ngram, feature, trained (default ngram,feature)")
-    ap.add_argument("--batch-rounds", type=int, default=None, help="rounds per batch size (default 3; quick 2)")
+    ap.add_argument("--batch-rounds", type=int, default=None, help="rounds per batch size (default 4; quick 2)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one n-gram run of each side with torch.profiler and print the top ops")
     return ap

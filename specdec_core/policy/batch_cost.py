@@ -25,7 +25,7 @@ from typing import Any
 
 from ..config import SpecConfig
 from ..trace import IterationRecord
-from ..drafters.base import DraftOutlook
+from ..drafters.base import CATCHUP_MIN, DraftOutlook
 from .costmodel import AcceptanceProfile, expected_tokens_profile, iteration_ms, proposal_lengths
 from .costs import Costs
 from .kpolicy import COPY_PRIOR, PRIOR_ALPHA, HeuristicK, KPolicy, _Decayed, make_k_policy, probe_wait
@@ -56,6 +56,8 @@ class BatchPrices:
     overhead_ms: tuple[float, ...]              # per size: an iteration's host time beyond the forwards
     baseline_overhead_ms: tuple[float, ...]     # per size: a baseline step's host time beyond its forward
     device: str = ""
+    catchup_ms: tuple[float, ...] = ()          # per size: a model draft's catch-up, ms per row and token it had not
+                                                # seen (after K = 0 iterations: every row's tokens since), () = free
 
     def __post_init__(self) -> None:
         n = len(self.sizes)
@@ -65,11 +67,13 @@ class BatchPrices:
             raise ValueError("widths must be increasing and start at 1")
         if len(self.verify_ms) != n or any(len(row) != len(self.widths) for row in self.verify_ms):
             raise ValueError("verify_ms needs one row per size and one time per width")
+        if self.catchup_ms and len(self.catchup_ms) != n:
+            raise ValueError("catchup_ms needs one time per size (or none)")
         for name in ("draft_ms", "overhead_ms", "baseline_overhead_ms"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} needs one time per size")
         values = [v for row in self.verify_ms for v in row] + [*self.draft_ms, *self.overhead_ms,
-                                                              *self.baseline_overhead_ms]
+                                                              *self.baseline_overhead_ms, *self.catchup_ms]
         if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
             raise ValueError("every time must be a finite number >= 0")
 
@@ -86,11 +90,16 @@ class BatchPrices:
                      draft_per_token=self.draft_per_token, overhead_ms=size(self.overhead_ms),
                      baseline_overhead_ms=size(self.baseline_overhead_ms))
 
+    def catchup(self, b: int, unseen: int) -> float:
+        """A model draft's catch-up over ``unseen`` tokens, all rows together, at batch size b."""
+        return _interp(self.sizes, self.catchup_ms, b) * unseen if self.catchup_ms else 0.0
+
     def to_dict(self) -> dict:
         return {"sizes": list(self.sizes), "widths": list(self.widths),
                 "verify_ms": [list(r) for r in self.verify_ms], "draft_ms": list(self.draft_ms),
                 "draft_per_token": self.draft_per_token, "overhead_ms": list(self.overhead_ms),
-                "baseline_overhead_ms": list(self.baseline_overhead_ms), "device": self.device}
+                "baseline_overhead_ms": list(self.baseline_overhead_ms), "device": self.device,
+                "catchup_ms": list(self.catchup_ms)}
 
     @classmethod
     def from_dict(cls, d: Any) -> "BatchPrices":
@@ -102,7 +111,8 @@ class BatchPrices:
                        tuple(tuple(float(v) for v in row) for row in d["verify_ms"]),
                        tuple(float(x) for x in d["draft_ms"]), bool(d["draft_per_token"]),
                        tuple(float(x) for x in d["overhead_ms"]),
-                       tuple(float(x) for x in d["baseline_overhead_ms"]), str(d.get("device", ""))[:64])
+                       tuple(float(x) for x in d["baseline_overhead_ms"]), str(d.get("device", ""))[:64],
+                       tuple(float(x) for x in d.get("catchup_ms", ())))
         except (KeyError, TypeError) as e:
             raise ValueError(f"batch prices: missing or malformed field ({e})") from None
 
@@ -154,7 +164,8 @@ class BatchCostK:
     P(widest < j) = Π_rows P(L_row < j). Acceptance by draft position is learnt from every row (``_Decayed``, prior
     ``PRIOR_ALPHA``); like the single-sequence policy, it learns only from what the rows emitted, and where K = 0 is
     predicted best but drafting could pay it drafts one iteration in a while (``probe_wait``: at most
-    ``EXPLORE_BUDGET`` of the time)."""
+    ``EXPLORE_BUDGET`` of the time). A model draft left behind by K = 0 iterations catches up in its first step: that
+    forward over every row's unseen tokens is priced too (``BatchPrices.catchup``)."""
     name = "cost"
 
     def __init__(self, k_max: int, prices: BatchPrices) -> None:
@@ -167,7 +178,7 @@ class BatchCostK:
     def row_profiles(self, batch: int, outlooks: Sequence[DraftOutlook | None] | None) -> list[AcceptanceProfile]:
         """Each row's acceptance and offered drafts for the next iteration (module docstring)."""
         accept = self.acc.means(self.k_max, PRIOR_ALPHA)
-        if not outlooks or any(o is None or o.match_len is None for o in outlooks):
+        if not outlooks or any(o is None or o.match_len is None for o in outlooks):   # not prompt lookup
             propose = self.prop.means(self.k_max, 1.0) if not self.prices.draft_per_token else ()
             return [AcceptanceProfile(accept, propose)] * batch
         out = []
@@ -177,8 +188,10 @@ class BatchCostK:
             out.append(AcceptanceProfile(acc, tuple(float(j <= avail) for j in range(1, self.k_max + 1))))
         return out
 
-    def rate(self, costs: Costs, rows: list[AcceptanceProfile], k: int) -> tuple[float, float]:
-        """(tokens per row, ms) of one iteration at K = k: the rows' mean tokens, the widest row's verify and steps."""
+    def rate(self, costs: Costs, rows: list[AcceptanceProfile], k: int, catchup_ms: float = 0.0
+             ) -> tuple[float, float]:
+        """(tokens per row, ms) of one iteration at K = k: the rows' mean tokens, the widest row's verify and steps,
+        and a drafting iteration's catch-up (``catchup_ms``)."""
         tokens = sum(expected_tokens_profile(p, k) for p in rows) / len(rows)
         if k == 0:
             return tokens, costs.overhead_ms + costs.t1
@@ -191,7 +204,7 @@ class BatchCostK:
                 under[j] *= 1.0 - reach
         widest = [under[l + 1] - under[l] if l else under[1] for l in range(k)] + [1.0 - under[k]]
         ms = costs.overhead_ms + sum(w * (costs.draft_cost(l, k) + costs.t_verify(l + 1)) for l, w in enumerate(widest))
-        return tokens, ms
+        return tokens, ms + catchup_ms
 
     def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None
                ) -> tuple[int, str]:
@@ -201,14 +214,16 @@ class BatchCostK:
         if outlooks and all(o is not None and o.match_len == 0 for o in outlooks):
             return 0, f"batch of {batch}: cost: no drafts (no row's prompt lookup finds a match)"
         costs, rows = self.prices.costs(batch, self.k_max), self.row_profiles(batch, outlooks)
-        parts = {k: self.rate(costs, rows, k) for k in range(cap + 1)}
+        unseen = sum(max(0, o.unseen - CATCHUP_MIN) for o in outlooks or () if o is not None and o.unseen)
+        catchup = self.prices.catchup(batch, unseen)        # a model draft behind after K = 0 iterations
+        parts = {k: self.rate(costs, rows, k, catchup) for k in range(cap + 1)}
         scored = {k: 1000.0 * t / ms if ms > 0 else math.inf for k, (t, ms) in parts.items()}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
         if best == 0:
             sure = [AcceptanceProfile((1.0,), p.propose) for p in rows]
-            could = [k for k in range(1, cap + 1) if self.rate(costs, sure, k)[0] / self.rate(costs, sure, k)[1] >
-                     1.0 / parts[0][1]]
+            could = [k for k in range(1, cap + 1)
+                     if (lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup)) > 1.0 / parts[0][1]]
             if could:
                 draft_k = max(range(1, cap + 1), key=lambda k: (round(scored[k], 9), -k))
                 extra = parts[draft_k][1] - parts[draft_k][0] * parts[0][1]

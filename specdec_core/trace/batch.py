@@ -160,6 +160,7 @@ def _parse_prices(d: dict | None) -> dict | None:
     if len(rows) > 64:
         _fail("batch.prices.verify_ms", "too many rows")
     out["verify_ms"] = [_numbers(r, "batch.prices.verify_ms")[:128] for r in rows]
+    out["catchup_ms"] = _numbers(_get(d, "catchup_ms", "batch.prices", list, True, []), "batch.prices.catchup_ms")[:64]
     out["draft_per_token"] = _get(d, "draft_per_token", "batch.prices", bool)
     device = _get(d, "device", "batch.prices", str, True, "")
     out["device"] = device[:64]
