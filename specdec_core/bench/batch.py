@@ -5,8 +5,9 @@ the batch size where speculation stops paying, and the cost-aware K against ever
                                                                       # feature draft; 48 new tokens; 4 rounds
     python -m specdec_core.bench --only batch --batch-sizes 1,4 --batch-rounds 2 --quick
 
-For each batch size B the batch is ``batch.requests.fill_batch`` of the bench's copy prompt (row 0) and B − 1 other
-users' requests (rows of different lengths and kinds, as a server sees). Per round, in alternating order: the
+For each batch size B the batch is the bench's copy prompt (row 0: prompt lookup's home ground) and B − 1 held-out
+chat requests (``training.prompts.heldout_prompts``: open answers, most longer than the tokens asked for), so rows
+differ in prompt length and kind, as on a server. Per round, in alternating order: the
 batched target-only baseline, and per draft every fixed K of ``FIXED_KS`` and the cost-aware policy (cap the
 largest fixed K, priced with this machine's batch prices, measured before the rounds). All greedy: every row of
 every run must equal the baseline's row token for token (a ratio is refused otherwise).
@@ -45,6 +46,7 @@ GOAL = 0.95                      # cost-aware ÷ best fixed K (K = 0 included), 
 BATCH_DRAFTS = ("ngram", "feature", "trained")
 GPU_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GPUS = ("t4", "a10g", "h100")
+HELDOUT_SEED = 23                # the held-out section's draw
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def run_batch_bench(target: torch.nn.Module, tokenizer: Any, bs: BatchSettings,
     from ..batch.baseline import batch_baseline
     from ..batch.engine import batch_generate
     from ..batch.prices import measured_batch_prices
-    from ..batch.requests import fill_batch
+    from ..training.prompts import heldout_prompts
     from ..drafters.model import model_drafter
     from ..drafters.ngram import NGramDrafter
     from ..drafters.registry import shipped_draft_for
@@ -89,8 +91,9 @@ def run_batch_bench(target: torch.nn.Module, tokenizer: Any, bs: BatchSettings,
         prices[d] = measured_batch_prices(target, make(), cost_cfg, batch_generate, tuple(sorted(set(bs.sizes) | {1})))
     report: dict = {"settings": dataclasses.asdict(bs), "fixed_ks": list(FIXED_KS), "sizes": {},
                     "prices": {d: p.to_dict() for d, p in prices.items()}}
+    others = heldout_prompts(max(bs.sizes) - 1, seed=HELDOUT_SEED) if max(bs.sizes) > 1 else []
     for b in bs.sizes:
-        texts = fill_batch(PROMPTS[0].text, b)
+        texts = [PROMPTS[0].text, *others[:b - 1]]
         ids = [encode_prompt(tokenizer, t) for t in texts]
         greedy = SpecConfig(max_new_tokens=n)
         runs: dict[str, Run] = {"baseline": lambda: batch_baseline(target, ids, greedy, tokenizer)}

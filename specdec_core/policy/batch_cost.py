@@ -165,7 +165,7 @@ class BatchCostK:
     ``PRIOR_ALPHA``); like the single-sequence policy, it learns only from what the rows emitted, and where K = 0 is
     predicted best but drafting could pay it drafts one iteration in a while (``probe_wait``: at most
     ``EXPLORE_BUDGET`` of the time). A model draft left behind by K = 0 iterations catches up in its first step: that
-    forward over every row's unseen tokens is priced too (``BatchPrices.catchup``)."""
+    forward over every row's unseen tokens is priced too (``BatchPrices.catchup``), shared by the iterations left."""
     name = "cost"
 
     def __init__(self, k_max: int, prices: BatchPrices) -> None:
@@ -188,10 +188,11 @@ class BatchCostK:
             out.append(AcceptanceProfile(acc, tuple(float(j <= avail) for j in range(1, self.k_max + 1))))
         return out
 
-    def rate(self, costs: Costs, rows: list[AcceptanceProfile], k: int, catchup_ms: float = 0.0
+    def rate(self, costs: Costs, rows: list[AcceptanceProfile], k: int, catchup_ms: float = 0.0, left: int = 0
              ) -> tuple[float, float]:
         """(tokens per row, ms) of one iteration at K = k: the rows' mean tokens, the widest row's verify and steps,
-        and a drafting iteration's catch-up (``catchup_ms``)."""
+        and a model draft's catch-up before drafting again (``catchup_ms``), paid once for the iterations the run
+        has left at that K (``left`` tokens to go), so each is charged its share."""
         tokens = sum(expected_tokens_profile(p, k) for p in rows) / len(rows)
         if k == 0:
             return tokens, costs.overhead_ms + costs.t1
@@ -204,7 +205,7 @@ class BatchCostK:
                 under[j] *= 1.0 - reach
         widest = [under[l + 1] - under[l] if l else under[1] for l in range(k)] + [1.0 - under[k]]
         ms = costs.overhead_ms + sum(w * (costs.draft_cost(l, k) + costs.t_verify(l + 1)) for l, w in enumerate(widest))
-        return tokens, ms + catchup_ms
+        return tokens, ms + catchup_ms * min(1.0, tokens / max(left, 1))
 
     def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None
                ) -> tuple[int, str]:
@@ -216,14 +217,14 @@ class BatchCostK:
         costs, rows = self.prices.costs(batch, self.k_max), self.row_profiles(batch, outlooks)
         unseen = sum(max(0, o.unseen - CATCHUP_MIN) for o in outlooks or () if o is not None and o.unseen)
         catchup = self.prices.catchup(batch, unseen)        # a model draft behind after K = 0 iterations
-        parts = {k: self.rate(costs, rows, k, catchup) for k in range(cap + 1)}
+        parts = {k: self.rate(costs, rows, k, catchup, max_k + 1) for k in range(cap + 1)}
         scored = {k: 1000.0 * t / ms if ms > 0 else math.inf for k, (t, ms) in parts.items()}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
         probe = ""
         if best == 0:
             sure = [AcceptanceProfile((1.0,), p.propose) for p in rows]
             could = [k for k in range(1, cap + 1)
-                     if (lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup)) > 1.0 / parts[0][1]]
+                     if (lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup, max_k + 1)) > 1.0 / parts[0][1]]
             if could:
                 draft_k = max(range(1, cap + 1), key=lambda k: (round(scored[k], 9), -k))
                 extra = parts[draft_k][1] - parts[draft_k][0] * parts[0][1]
