@@ -5,9 +5,11 @@ On a synthetic context of ``CONTEXT`` tokens per row (random tokens, then their 
 finds matches), at each batch size of ``BATCH_SIZES``:
  - the verify: one target forward over B rows × w tokens each, for the widths w = 1 … K cap + 1 of
    ``price_widths`` (the least of ``REPS`` timings each, taken in rounds over the widths after a warm-up round);
- - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup);
- - the host time per iteration beyond the forwards, and per baseline step beyond its forward: the median of a
-   short fixed-K batched run and a short batched baseline at that size.
+ - a draft step: one batched draft forward over B rows after the context (prompt lookup: every row's lookup), and
+   a model draft's catch-up (its first step, over the whole context);
+ - the host time per iteration beyond the forwards (the median of a short fixed-K batched run) and per baseline
+   step beyond its forward (a short batched baseline's fastest step less the fastest one-token verify).
+A forward over more rows or tokens is priced at least as high as a smaller one (``monotone``).
 ``pause``, called between batch sizes, lets a caller give way to runs (the app's background measurement releases the
 model there).
 """
@@ -109,18 +111,30 @@ def measure_batch_prices(target: torch.nn.Module, drafter: Any, cfg: SpecConfig,
         trace = generate(target, drafter, [ids] * b, run_cfg)
         overhead.append(statistics.median(f.other_ms for f in trace.batch.forwards))
         steps = batch_baseline(target, [ids] * b, run_cfg)[1].step_ms[1:]
-        base_overhead.append(max(0.0, statistics.median(steps) - best[0]))
-    return BatchPrices(tuple(sizes), widths, tuple(verify), tuple(draft), per_token(drafter), tuple(overhead),
+        base_overhead.append(max(0.0, min(steps) - best[0]))
+    return BatchPrices(tuple(sizes), widths, monotone(verify), tuple(draft), per_token(drafter), tuple(overhead),
                        tuple(base_overhead), device=str(device), catchup_ms=tuple(catchup))
+
+
+def monotone(verify: list[tuple[float, ...]]) -> tuple[tuple[float, ...], ...]:
+    """A forward over more rows or more tokens per row costs at least as much: each (size, width)'s price is the
+    least of its own timing and every larger shape's (a stall of the machine during one timing inflates it)."""
+    out = [list(row) for row in verify]
+    for i in reversed(range(len(out))):
+        for j in reversed(range(len(out[i]))):
+            if i + 1 < len(out):
+                out[i][j] = min(out[i][j], out[i + 1][j])
+            if j + 1 < len(out[i]):
+                out[i][j] = min(out[i][j], out[i][j + 1])
+    return tuple(tuple(row) for row in out)
 
 
 def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int, device: torch.device
                    ) -> tuple[float, float]:
     """(one batched draft step over b rows after the context, feeding each row the last two tokens as a step after
-    a verify does (the least of ``REPS``; prompt lookup: the rows' lookups), a catch-up's ms per row and token fed:
-    the first step over the whole context)."""
+    a verify does (prompt lookup: the rows' lookups), and a catch-up's ms per row and token fed: the first step over
+    the whole context; the least of ``REPS`` timings each)."""
     bd = batch_drafter(drafter)
-    bd.start([ids] * b)
     feats = []
     if bd.reads_features:                     # the feature draft reads the target's features of the context
         tgt = BatchTarget(target, b, keep_features=True)
@@ -131,13 +145,16 @@ def _draft_step_ms(target: torch.nn.Module, drafter: Any, ids: list[int], b: int
         for j, f in enumerate(feats):
             bd.observe_features(j, 0, f)
     policies = [DraftPolicy(0.0, 0, 1.0, None, raw_probs=False)] * b
-    observe()
-    first = bd.propose([ids[:-1]] * b, [1] * b, policies)   # fills the caches with the context: a catch-up's price
-    catchup = sum(first.step_ms) / (b * (len(ids) - 1)) if first.forwards else 0.0
+    catchups = []
+    for _ in range(REPS):                     # the first step fills the caches with the context: a catch-up's price
+        bd.start([ids] * b)
+        observe()
+        first = bd.propose([ids[:-1]] * b, [1] * b, policies)
+        catchups.append(sum(first.step_ms) / (b * (len(ids) - 1)) if first.forwards else 0.0)
     times = []
     for _ in range(REPS):
         bd.rollback([len(ids) - 2] * b)
         observe()
         out = bd.propose([ids] * b, [1] * b, policies)
         times.append(out.step_ms[0] if out.step_ms else 0.0)
-    return min(times), catchup
+    return min(times), min(catchups)

@@ -31,6 +31,9 @@ from .costs import Costs
 from .kpolicy import COPY_PRIOR, PRIOR_ALPHA, HeuristicK, KPolicy, _Decayed, make_k_policy, probe_wait
 from .roofline import Device, ModelShape, forward_ms
 
+DRAFT_MARGIN = 0.05    # drafting is chosen only where it predicts this much more than K = 0: the prices, timed on a
+                       # short context at their best, price a drafting iteration on real prompts a few % low
+
 
 def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
     """Linear interpolation through (xs, ys) (xs increasing); beyond the ends, the last segment's slope (never
@@ -90,9 +93,10 @@ class BatchPrices:
                      draft_per_token=self.draft_per_token, overhead_ms=size(self.overhead_ms),
                      baseline_overhead_ms=size(self.baseline_overhead_ms))
 
-    def catchup(self, b: int, unseen: int) -> float:
-        """A model draft's catch-up over ``unseen`` tokens, all rows together, at batch size b."""
-        return _interp(self.sizes, self.catchup_ms, b) * unseen if self.catchup_ms else 0.0
+    def catchup(self, b: int, widest: int) -> float:
+        """A model draft's catch-up at batch size b: one forward whose rows are padded to the ``widest`` row's
+        unseen tokens."""
+        return _interp(self.sizes, self.catchup_ms, b) * b * widest if self.catchup_ms else 0.0
 
     def to_dict(self) -> dict:
         return {"sizes": list(self.sizes), "widths": list(self.widths),
@@ -163,9 +167,11 @@ class BatchCostK:
     least ``COPY_PRIOR``), and for other drafts from the rows' offered-draft rates learnt as the run goes,
     P(widest < j) = Π_rows P(L_row < j). Acceptance by draft position is learnt from every row (``_Decayed``, prior
     ``PRIOR_ALPHA``); like the single-sequence policy, it learns only from what the rows emitted, and where K = 0 is
-    predicted best but drafting could pay it drafts one iteration in a while (``probe_wait``: at most
-    ``EXPLORE_BUDGET`` of the time). A model draft left behind by K = 0 iterations catches up in its first step: that
-    forward over every row's unseen tokens is priced too (``BatchPrices.catchup``), shared by the iterations left."""
+    predicted best (or drafting predicts less than ``DRAFT_MARGIN`` more) but drafting could pay it drafts one
+    iteration in a while (``probe_wait``: at most ``EXPLORE_BUDGET`` of the time). A model draft left behind by K = 0 iterations catches up in its first step: that
+    forward over every row's unseen tokens (padded to the widest) is priced too (``BatchPrices.catchup``), shared
+    by the iterations left when drafting is predicted to pay, and charged whole to an exploring iteration (after
+    one, K = 0 returns and the draft falls behind again)."""
     name = "cost"
 
     def __init__(self, k_max: int, prices: BatchPrices) -> None:
@@ -215,11 +221,13 @@ class BatchCostK:
         if outlooks and all(o is not None and o.match_len == 0 for o in outlooks):
             return 0, f"batch of {batch}: cost: no drafts (no row's prompt lookup finds a match)"
         costs, rows = self.prices.costs(batch, self.k_max), self.row_profiles(batch, outlooks)
-        unseen = sum(max(0, o.unseen - CATCHUP_MIN) for o in outlooks or () if o is not None and o.unseen)
-        catchup = self.prices.catchup(batch, unseen)        # a model draft behind after K = 0 iterations
+        widest = max((o.unseen for o in outlooks or () if o is not None and o.unseen), default=0)
+        catchup = self.prices.catchup(batch, widest) if widest > CATCHUP_MIN else 0.0   # a model draft behind
         parts = {k: self.rate(costs, rows, k, catchup, max_k + 1) for k in range(cap + 1)}
         scored = {k: 1000.0 * t / ms if ms > 0 else math.inf for k, (t, ms) in parts.items()}
         best = max(scored, key=lambda k: (round(scored[k], 9), -k))
+        if best and scored[best] < (1.0 + DRAFT_MARGIN) * scored[0]:
+            best = 0                          # within the model's error of K = 0: not worth drafting
         probe = ""
         if best == 0:
             sure = [AcceptanceProfile((1.0,), p.propose) for p in rows]
@@ -227,8 +235,9 @@ class BatchCostK:
                      if (lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup, max_k + 1)) > 1.0 / parts[0][1]]
             if could:
                 draft_k = max(range(1, cap + 1), key=lambda k: (round(scored[k], 9), -k))
-                extra = parts[draft_k][1] - parts[draft_k][0] * parts[0][1]
-                wait = probe_wait(extra, parts[draft_k][1], parts[0][1])
+                tokens, ms = self.rate(costs, rows, draft_k)      # charged at least the model's error
+                extra = max(ms + catchup - tokens * parts[0][1], DRAFT_MARGIN * tokens * parts[0][1])
+                wait = probe_wait(extra, ms + catchup, parts[0][1])
                 self.zeros += 1
                 if self.zeros > wait:
                     self.zeros, best = 0, draft_k
