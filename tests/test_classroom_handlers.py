@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from components.pages.classroom import lead as ld
 from components.pages.classroom import manage as mg
-from components.pages.classroom.publish import (TOKENS_AT_REVEAL, class_chapter, guess_spec, question_of,
+from components.pages.classroom.publish import (TOKENS_AT_REVEAL, class_chapter, question_of,
                                                 reveal_for_class, shown_run)
 from components.pages.learn import basics
 from components.pages.learn.book import N_PLOTS, Guess
@@ -287,7 +287,7 @@ def test_a_choice_chapter_with_a_setting_chosen_at_reveal(store, client, lead, m
     assert pages[0].room()["guess"]["choices"] == list(ch.guess.choices)
     for pg, guess in zip(pages, ("biased", "biased", "stays exact")):
         assert pg.send(guess)["guess"] == guess
-    assert "Pick one of the answers" in pages[0].send("neither")["error"]
+    assert "The guess must be one of" in pages[0].send("neither")["error"]
     assert "A guess is a number or one of the answers" in pages[0].send(None)["error"]
     revealed = ld.reveal_to_class(store, None, lead)
     fig = json.loads(revealed[4].plot)
@@ -400,9 +400,9 @@ def test_nothing_a_student_is_sent_holds_the_secret(store, client, lead):
 # --- the pieces ----------------------------------------------------------------------------------------------
 
 def test_a_guess_is_read_as_the_store_keeps_it():
-    g = guess_spec(Guess("k", 0, 4, 1))
+    g = Guess("k", 0, 4, 1)
     assert g.check(3.0) == 3 and isinstance(g.check(3.0), int)
-    assert guess_spec(Guess("x", 1.0, 8.0, 0.25)).check(2.5) == 2.5
+    assert Guess("x", 1.0, 8.0, 0.25).check(2.5) == 2.5
     for bad in (5, -1, "<b>", "2", None, [], float("nan"), True, 10**400, -(10**400), 2.5):
         with pytest.raises(ValueError, match="the guess must be a number from 0 to 4"):
             g.check(bad)

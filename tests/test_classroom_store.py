@@ -145,7 +145,7 @@ def test_a_guess_is_checked_against_the_rooms_question(make):
             s.guess(code, me, 2, 1, bad)
     s.publish_run(code, secret, CHOICE, SHOWN, {"memo": 2}, None)
     assert s.guess(code, me, 3, 2, "different") == "different"
-    with pytest.raises(RoomError, match="Pick one of the answers: identical, different"):
+    with pytest.raises(RoomError, match="The guess must be one of identical, different"):
         s.guess(code, me, 3, 2, "same")
 
 

@@ -27,7 +27,7 @@ from components.pages.learn.tab import CHAPTERS, N
 from components.render.base import empty_figure
 from components.render.classroom import class_histogram, summary_html, text_html
 from components.render.tokens import tokens_html
-from components.serving.classroom import (ChapterResult, GuessSpec, Question, Revealed, RevealJob, RoomError, Shown,
+from components.serving.classroom import (ChapterResult, Question, Revealed, RevealJob, RoomError, Shown,
                                           Truth)
 from components.serving.classroom.room import median_of
 from components.serving.pairs import Pool
@@ -65,15 +65,11 @@ def setting_words(ch: Chapter, value: Any) -> str:
     return f"{ch.setting.label}: {label}" if label is not None else ""
 
 
-def guess_spec(guess: Guess) -> GuessSpec:
-    return GuessSpec(guess.label, guess.minimum, guess.maximum, guess.step, tuple(guess.choices))
-
-
 @functools.lru_cache(maxsize=None)
 def question_of(number: int) -> Question:
     """Chapter ``number`` as a student's page asks it (made once per chapter)."""
     ch = class_chapter(number)
-    return Question(number, N, ch.title, text_html(ch.text), guess_spec(ch.guess))
+    return Question(number, N, ch.title, text_html(ch.text), ch.guess)
 
 
 def run_trace(memo: Any) -> Trace | None:
@@ -156,5 +152,5 @@ def judge_all(ch: Chapter, data: Any, guesses: Any) -> tuple[dict[tuple[str, Any
 
 
 __all__ = ["class_chapter", "figure_json", "placeholder_json", "setting_words", "shown_run", "question_of",
-           "guess_spec", "run_trace", "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE",
+           "run_trace", "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE",
            "TOKENS_AT_REVEAL"]

@@ -17,36 +17,15 @@ A figure slot left ``None`` in a Step keeps what it showed.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
 
+from components.serving.classroom.room import GuessSpec as Guess     # one guess control, a learner's and a class's
+
 N_PLOTS = 2          # every chapter has two figure slots
-
-
-@dataclass(frozen=True)
-class Guess:
-    """The learner's commitment: a slider (``minimum``..``maximum`` by ``step``) or a choice (``choices``)."""
-    label: str
-    minimum: float = 0.0
-    maximum: float = 1.0
-    step: float = 1.0
-    choices: tuple[str, ...] = ()
-
-    def check(self, value: Any) -> Any:
-        """The guess as given, if it is one of the choices or a number on the slider; else ValueError."""
-        if self.choices:
-            if value not in self.choices:
-                raise ValueError(f"the guess must be one of {', '.join(self.choices)}, got {str(value)[:40]!r}")
-            return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or isinstance(value, float) and not math.isfinite(value) or not self.minimum <= value <= self.maximum:
-            raise ValueError(f"the guess must be a number from {self.minimum:g} to {self.maximum:g}, "
-                             f"got {str(value)[:40]!r}")
-        return value
 
 
 @dataclass(frozen=True)

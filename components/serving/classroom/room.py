@@ -84,8 +84,9 @@ class ClassLimits:
 
 @dataclass(frozen=True)
 class GuessSpec:
-    """A chapter's guess control as the class's pages draw it and the store checks a guess against it: a slider
-    (``minimum``..``maximum`` by ``step``) or a choice (``choices``)."""
+    """A chapter's guess control (a learner's commitment, ``pages.learn.book.Guess``), as the class's pages draw it
+    and the store checks a guess against it: a slider (``minimum``..``maximum`` by ``step``) or a choice
+    (``choices``)."""
     label: str
     minimum: float = 0.0
     maximum: float = 1.0
@@ -97,7 +98,7 @@ class GuessSpec:
         number when the slider counts in whole steps); ValueError in words otherwise."""
         if self.choices:
             if not isinstance(value, str) or value not in self.choices:
-                raise ValueError(f"pick one of the answers: {', '.join(self.choices)}")
+                raise ValueError(f"the guess must be one of {', '.join(self.choices)}, got {str(value)[:40]!r}")
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or isinstance(value, float) and not math.isfinite(value) or not self.minimum <= value <= self.maximum:
