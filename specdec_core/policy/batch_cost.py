@@ -168,10 +168,10 @@ class BatchCostK:
     P(widest < j) = Π_rows P(L_row < j). Acceptance by draft position is learnt from every row (``_Decayed``, prior
     ``PRIOR_ALPHA``); like the single-sequence policy, it learns only from what the rows emitted, and where K = 0 is
     predicted best (or drafting predicts less than ``DRAFT_MARGIN`` more) but drafting could pay it drafts one
-    iteration in a while (``probe_wait``: at most ``EXPLORE_BUDGET`` of the time). A model draft left behind by K = 0 iterations catches up in its first step: that
-    forward over every row's unseen tokens (padded to the widest) is priced too (``BatchPrices.catchup``), shared
-    by the iterations left when drafting is predicted to pay, and charged whole to an exploring iteration (after
-    one, K = 0 returns and the draft falls behind again)."""
+    iteration in a while (``probe_wait``: at most ``EXPLORE_BUDGET`` of the time). A model draft left behind by
+    K = 0 iterations catches up in its first step: that forward over every row's unseen tokens (padded to the
+    widest) is priced too (``BatchPrices.catchup``), shared by the iterations left when drafting is predicted to
+    pay, and charged whole to an exploring iteration (after one, K = 0 returns and the draft falls behind again)."""
     name = "cost"
 
     def __init__(self, k_max: int, prices: BatchPrices) -> None:
