@@ -50,13 +50,19 @@ def _phone_fits(pg) -> None:
     assert sizes and min(sizes) >= 12, sorted(sizes)[:5]
 
 
+def _presenter(b, url: str):
+    """The presenter's page, ready to start a class."""
+    lead = b.new_page(viewport=dict(VIEWPORT))
+    lead.set_default_timeout(30_000)
+    lead.goto(url + "?presenter=1")
+    lead.wait_for_selector("#class-start")
+    return lead
+
+
 def test_a_presenter_and_three_students_through_a_chapter(app_server):
     url = app_server.url
     with browser() as b:
-        lead = b.new_page(viewport=dict(VIEWPORT))
-        lead.set_default_timeout(30_000)
-        lead.goto(url + "?presenter=1")
-        lead.wait_for_selector("#class-start")
+        lead = _presenter(b, url)
         code = class_start(lead)
 
         wrong = class_join(b, url, "7KX4-MP9A")
@@ -153,10 +159,7 @@ def test_a_presenter_and_three_students_through_a_chapter(app_server):
 def test_nicknames_and_a_student_removed(app_server):
     url = app_server.url
     with browser() as b:
-        lead = b.new_page(viewport=dict(VIEWPORT))
-        lead.set_default_timeout(30_000)
-        lead.goto(url + "?presenter=1")
-        lead.wait_for_selector("#class-start")
+        lead = _presenter(b, url)
         lead.check("#class-nicknames input")
         code = class_start(lead)
         phone = class_join(b, url, code, PHONE)

@@ -5,7 +5,6 @@ words, and the memo of a Reveal (plain values, tuples, a Trace) kept as JSON and
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from components.serving.classroom import wire
 from components.serving.classroom.redis_store import RedisRoomStore, check_url, room_key
 from components.serving.classroom.store import store_from_env
 from specdec_core import Trace
+from tests.class_helpers import at_once
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ngram_extractive.json"
 CHOICE = Question(3, 12, "Three", "<p>t</p>", GuessSpec("same?", choices=("identical", "different")))
@@ -29,25 +29,15 @@ def test_two_replicas_share_a_room_and_count_guesses_sent_at_once_exactly(redis_
     code, secret = a.create()
     a.publish_run(code, secret, CHOICE, SHOWN, {"memo": 1}, None)
     n = 160
-    start = threading.Barrier(n)
     ids = [""] * n
-    errors: list[BaseException] = []
 
     def student(i: int) -> None:
         store = (a, b)[i % 2]                   # half the students on each replica
-        try:
-            start.wait()
-            ids[i] = store.join(code, None).student
-            for choice in ("identical", "different", CHOICE.guess.choices[i % 2]):
-                store.guess(code, ids[i], 3, 1, choice)
-            (b, a)[i % 2].guess(code, ids[i], 3, 1, CHOICE.guess.choices[i % 2])     # a replay, on the other
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-    threads = [threading.Thread(target=student, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        ids[i] = store.join(code, None).student
+        for choice in ("identical", "different", CHOICE.guess.choices[i % 2]):
+            store.guess(code, ids[i], 3, 1, choice)
+        (b, a)[i % 2].guess(code, ids[i], 3, 1, CHOICE.guess.choices[i % 2])     # a replay, on the other
+    errors = at_once(n, student)
     assert not errors, errors[:3]
     view = b.lead(code, secret)
     assert (view.students, view.guesses) == (n, n) and len(set(ids)) == n
