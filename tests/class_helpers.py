@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from components.pages.classroom.student_page import student_page_routes
 from components.serving.classroom.api import ClassApi
 from components.serving.classroom.feed import class_doc, sse_event
-from tools.redisproc import free_port
+from tools.procs import free_port
 
 
 def class_app(store: Any, **feed: float) -> Starlette:

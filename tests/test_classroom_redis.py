@@ -83,7 +83,7 @@ def test_memory_is_the_default_and_redis_is_chosen_by_its_url(redis_db):
 
 
 def test_an_unreachable_redis_is_said_in_one_line():
-    from tools.redisproc import free_port
+    from tools.procs import free_port
     url = f"redis://127.0.0.1:{free_port()}/0"
     with pytest.raises(ValueError, match=r"SPECDEC_CLASS_STORE: cannot reach Redis at 127.0.0.1:\d+"):
         store_from_env({"SPECDEC_CLASS_STORE": url})

@@ -14,7 +14,7 @@ import pytest
 
 import app
 from components.serving.compression import gradio_compresses
-from tools.loadtest import free_port
+from tools.procs import free_port
 
 PADDING = "speculative decoding " * 4000          # the page well above the minimum size either way
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tools.procs import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ("Repeat exactly: red green blue, red green blue, red green blue, red green blue.",
@@ -101,12 +102,6 @@ class Report:
 
 # --- the app process ------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
@@ -164,12 +159,7 @@ def start_app(env_extra: dict[str, str] | None = None, start_timeout_s: float = 
             time.sleep(1.0)
         yield AppProcess(url, proc, tmp)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc, 30)
         log.close()
 
 

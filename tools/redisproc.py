@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tools.procs import free_port, stop
+
 BINARIES = ("redis-server", "valkey-server")
 
 
@@ -35,12 +37,6 @@ def redis_missing() -> str | None:
         return ("redis-server is not installed (apt-get install redis-server; .ci/run installs it, "
                 "scripts/install-redis.sh): the Redis store's tests are skipped")
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -78,15 +74,10 @@ def redis_server(start_timeout_s: float = 10.0) -> Iterator[RedisServer]:
             time.sleep(0.05)
         yield RedisServer(f"redis://127.0.0.1:{port}/0", proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc, 10)
         if proc.stderr is not None:
             proc.stderr.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-__all__ = ["RedisServer", "redis_server", "redis_missing", "server_binary", "free_port"]
+__all__ = ["RedisServer", "redis_server", "redis_missing", "server_binary"]

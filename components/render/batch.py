@@ -29,7 +29,8 @@ from specdec_core.stats.intervals import wilson
 from components.render import palette as pal
 from components.render.base import apply_layout, empty_figure, is_greedy
 from components.render.measures import identical_to_baseline
-from components.render.summary import FINISH
+from components.render.summary import FINISH, esc
+from components.render.time import hbar
 from components.render.tokens import iteration_html, legend_html
 
 RATE_NAME = "per-draft acceptance rate"
@@ -56,10 +57,6 @@ CSS = """
 .sd-batch-summary th, .sd-batch-summary td { vertical-align: top; padding: 3px 3px; overflow-wrap: break-word; }
 .sd-batch-summary .sd-pooled th, .sd-batch-summary .sd-pooled td { border-top: 2px solid #777; font-weight: 600; }
 """
-
-
-def _esc(x: object) -> str:
-    return html.escape(str(x), quote=True)
 
 
 def row_label(b: int) -> str:
@@ -103,10 +100,10 @@ def rows_html(trace: Trace | None) -> str:
         stream = ("".join(iteration_html(it, False, greedy) for it in row.iterations)
                   or '<span class="sd-empty">no token yet</span>')
         cls = "sd-row sd-row-you" if b == 0 else "sd-row"
-        boxes.append(f'<section class="{cls}" role="region" tabindex="0" aria-label="{_esc(label)}">'
-                     f"<h4>{_esc(label)}</h4>"
-                     f'<p class="sd-request" title="{_esc(row.prompt)}">“{_esc(request)}”</p>'
-                     f'<p class="sd-row-figs">{_esc(row_figures(row))}</p>'
+        boxes.append(f'<section class="{cls}" role="region" tabindex="0" aria-label="{esc(label)}">'
+                     f"<h4>{esc(label)}</h4>"
+                     f'<p class="sd-request" title="{esc(row.prompt)}">“{esc(request)}”</p>'
+                     f'<p class="sd-row-figs">{esc(row_figures(row))}</p>'
                      f'<div class="sd-stream">{stream}</div></section>')
     head = (f'<p class="sd-batch-head"><strong>A batch of {len(rows)}</strong>: your request (row 1) and '
             f"{len(rows) - 1} other users' requests, decoded together — every iteration one draft pass and ONE "
@@ -121,7 +118,10 @@ def rows_html(trace: Trace | None) -> str:
 def rows_identical(trace: Trace) -> tuple[int, int] | None:
     """(rows whose text equals their baseline row's, rows with a baseline to compare), or None when no row has
     one."""
-    same = [identical_to_baseline(row) for row in trace.rows()]
+    return _counts([identical_to_baseline(row) for row in trace.rows()])
+
+
+def _counts(same: list[bool | None]) -> tuple[int, int] | None:
     compared = [s for s in same if s is not None]
     return (sum(compared), len(compared)) if compared else None
 
@@ -163,8 +163,7 @@ def _soft(name: str) -> str:
     return name.replace("acceptance", "accept&shy;ance")
 
 
-def _row_identical(row: Trace) -> str:
-    same = identical_to_baseline(row)
+def _yes_no(same: bool | None) -> str:
     return "–" if same is None else ("yes" if same else "no")
 
 
@@ -175,26 +174,28 @@ def batch_summary_html(trace: Trace | None) -> str:
     if trace is None or trace.batch is None:
         return ""
     st, cfg = trace.batch.stats, trace.config
-    body = "".join(f'<tr><th scope="row">{_esc(_short_label(b))}</th><td>{row.stats.new_tokens}</td>'
-                   f"<td>{_esc(_pct(row.stats.accepted, row.stats.drafted))}</td>"
-                   f"<td>{row.stats.mean_tokens_per_iteration:.2f}</td><td>{_row_identical(row)}</td></tr>"
+    same = [identical_to_baseline(row) for row in trace.rows()]
+    counts = _counts(same)
+    body = "".join(f'<tr><th scope="row">{esc(_short_label(b))}</th><td>{row.stats.new_tokens}</td>'
+                   f"<td>{esc(_pct(row.stats.accepted, row.stats.drafted))}</td>"
+                   f"<td>{row.stats.mean_tokens_per_iteration:.2f}</td><td>{_yes_no(same[b])}</td></tr>"
                    for b, row in enumerate(trace.rows()))
     body += (f'<tr class="sd-pooled"><th scope="row">pooled</th><td>{st.new_tokens}</td>'
-             f"<td>{_esc(_pct(st.accepted, st.drafted))}</td><td>{st.mean_acceptance_length:.2f}</td>"
-             f"<td>{_all_same(rows_identical(trace))}</td></tr>")
-    label = (f"Batch of {trace.batch.size} · target {_esc(cfg.get('target', '?'))} · draft "
-             f"{_esc(cfg.get('draft', cfg.get('drafter', '?')))} · K={_esc(cfg.get('k'))} · {st.iterations} batch "
-             f"iterations (one target verify each) · measured on {_esc(cfg.get('device', '?'))} in "
-             f"{_esc(cfg.get('dtype', '?'))}")
+             f"<td>{esc(_pct(st.accepted, st.drafted))}</td><td>{st.mean_acceptance_length:.2f}</td>"
+             f"<td>{_all_same(counts)}</td></tr>")
+    label = (f"Batch of {trace.batch.size} · target {esc(cfg.get('target', '?'))} · draft "
+             f"{esc(cfg.get('draft', cfg.get('drafter', '?')))} · K={esc(cfg.get('k'))} · {st.iterations} batch "
+             f"iterations (one target verify each) · measured on {esc(cfg.get('device', '?'))} in "
+             f"{esc(cfg.get('dtype', '?'))}")
     head = ('<tr><th scope="col">row</th><th scope="col">tokens</th>'
             f'<th scope="col">{_soft(RATE_NAME)}</th><th scope="col">{_soft(LENGTH_NAME)}</th>'
             '<th scope="col">= its base&shy;line row</th></tr>')
     return (f'<div class="sd-summary sd-batch-summary"><p class="sd-label">{label}</p>'
             f"<table>{COLUMNS}<thead>{head}</thead><tbody>{body}</tbody></table>"
             f"<p><strong>pooled measured speedup over the batched baseline</strong>: "
-            f"{_esc(pooled_speedup_text(trace))}</p>"
+            f"{esc(pooled_speedup_text(trace))}</p>"
             f"<p><strong>every row's text equals its baseline row</strong>: "
-            f"{_esc(_identical_text(trace, rows_identical(trace)))}</p>"
+            f"{esc(_identical_text(trace, counts))}</p>"
             f'<p class="sd-note">The {RATE_NAME} is {RATE_MEANS}; the {LENGTH_NAME} is the {LENGTH_MEANS} (a row '
             "that drafts nothing still makes 1.00). Pooled: every row's drafts, and every row's tokens ÷ every "
             "row's iterations.</p></div>")
@@ -230,11 +231,6 @@ LANE_BASELINE = "batched baseline"
 NO_BATCH = "This run decoded one sequence: set the batch size above 1 to see a batch's forwards here."
 
 
-def _hbar(name: str, lane: str, widths: list[float], bases: list[float], hover: list[str], color: str) -> go.Bar:
-    return go.Bar(name=name, y=[lane] * len(widths), x=widths, base=bases, orientation="h", marker_color=color,
-                  marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text")
-
-
 def batch_timeline_figure(trace: Trace | None) -> go.Figure:
     """Top: each batch iteration's draft steps (over every active row), its ONE verify forward (every active row's
     last token and drafts) and its host time, on the run's clock, with the batched baseline's steps in a lane
@@ -266,19 +262,19 @@ def batch_timeline_figure(trace: Trace | None) -> go.Figure:
                                   f"{f.other_ms:.1f} ms")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.66, 0.34], vertical_spacing=0.1)
     if batch.stats.prefill_ms > 0:
-        fig.add_trace(_hbar("prefill (every row's prompt)", LANE_VERIFY, [batch.stats.prefill_ms], [0.0],
+        fig.add_trace(hbar("prefill (every row's prompt)", LANE_VERIFY, [batch.stats.prefill_ms], [0.0],
                             [f"every row's prompt in one forward: {batch.stats.prefill_ms:.1f} ms"], pal.PREFILL),
                       row=1, col=1)
-    fig.add_trace(_hbar("draft step", LANE_DRAFT, *draft, pal.DRAFT), row=1, col=1)
-    fig.add_trace(_hbar("verify forward", LANE_VERIFY, *verify, pal.TARGET), row=1, col=1)
-    fig.add_trace(_hbar("host time", LANE_VERIFY, *other, pal.OTHER), row=1, col=1)
+    fig.add_trace(hbar("draft step", LANE_DRAFT, *draft, pal.DRAFT), row=1, col=1)
+    fig.add_trace(hbar("verify forward", LANE_VERIFY, *verify, pal.TARGET), row=1, col=1)
+    fig.add_trace(hbar("host time", LANE_VERIFY, *other, pal.OTHER), row=1, col=1)
     lanes = [LANE_DRAFT, LANE_VERIFY]
     base = batch.baseline
     if base is not None and base.step_ms:
         starts = [0.0] + list(accumulate(base.step_ms))[:-1]
         hover = [f"baseline step {i + 1}: one forward, one token for every row still running: {ms:.1f} ms"
                  + (" (with the prefill)" if i == 0 else "") for i, ms in enumerate(base.step_ms)]
-        fig.add_trace(_hbar("baseline step", LANE_BASELINE, list(base.step_ms), starts, hover, pal.BASELINE),
+        fig.add_trace(hbar("baseline step", LANE_BASELINE, list(base.step_ms), starts, hover, pal.BASELINE),
                       row=1, col=1)
         lanes.append(LANE_BASELINE)
     xs = [f.t_start_ms for f in batch.forwards]

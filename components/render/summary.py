@@ -13,7 +13,8 @@ from components.render.measures import identical_to_baseline
 FINISH = {"eos": "end of sequence", "length": "max new tokens reached", "stopped": "stopped by you", "limit": "stopped at the run limit", "": "running…"}
 
 
-def _esc(x: object) -> str:
+def esc(x: object) -> str:
+    """Text as HTML text or an attribute value (quotes escaped)."""
     return html.escape(str(x), quote=True)
 
 
@@ -67,18 +68,18 @@ def summary_html(trace: Trace | None) -> str:
     if trace is None or not trace.iterations:
         return '<div class="sd-summary"><em>The measured summary appears here after a run.</em></div>'
     cfg = trace.config
-    body = "".join(f'<tr><th scope="row">{_esc(a)}</th><td>{_esc(b)}</td><td>{_esc(c)}</td></tr>'
+    body = "".join(f'<tr><th scope="row">{esc(a)}</th><td>{esc(b)}</td><td>{esc(c)}</td></tr>'
                    for a, b, c in summary_rows(trace))
     device, dtype = cfg.get("device", "?"), cfg.get("dtype", "?")
-    label = (f"target {_esc(cfg.get('target', '?'))} · draft {_esc(cfg.get('draft', cfg.get('drafter', '?')))} · "
-             f"K={_esc(cfg.get('k'))}{_esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
-             f"temperature {_esc(cfg.get('temperature'))}"
+    label = (f"target {esc(cfg.get('target', '?'))} · draft {esc(cfg.get('draft', cfg.get('drafter', '?')))} · "
+             f"K={esc(cfg.get('k'))}{esc(_policy_note(cfg, ' ({} K policy, K is the cap)'))} · "
+             f"temperature {esc(cfg.get('temperature'))}"
              + (" · coupled sampler (drafter-invariant)" if cfg.get("sampler") == "coupled" else "")
-             + f" · measured on {_esc(device)} in {_esc(dtype)}"
+             + f" · measured on {esc(device)} in {esc(dtype)}"
              + (f" · row 1 (your request) of a batch of {trace.batch.size}" if trace.batch is not None else ""))
     notes = []
     if str(dtype) in ("float16", "bfloat16"):
-        notes.append(f"In {_esc(dtype)} a K-token verify forward and a 1-token forward can differ in the last bits, "
+        notes.append(f"In {esc(dtype)} a K-token verify forward and a 1-token forward can differ in the last bits, "
                      "so greedy output may drift from the baseline; float32 matches token for token.")
     if trace.baseline is None:
         notes.append("Tick “measure a baseline in the same run” for the speedup.")

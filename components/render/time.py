@@ -57,16 +57,16 @@ def timeline_figure(trace: Trace, verdicts: bool = True) -> go.Figure:
         fig.add_trace(go.Bar(name="prefill", y=[LANE_TARGET], x=[trace.stats.prefill_ms], base=[0.0], orientation="h",
                              marker_color=pal.PREFILL, hovertext=[f"prompt prefill: {trace.stats.prefill_ms:.1f} ms"],
                              hoverinfo="text"))
-    fig.add_trace(_hbar("draft forward", LANE_DRAFT, draft_x, draft_base, draft_hover, pal.DRAFT))
-    fig.add_trace(_hbar("verify forward", LANE_TARGET, ver_x, ver_base, ver_hover, pal.TARGET))
-    fig.add_trace(_hbar("other", LANE_TARGET, oth_x, oth_base, oth_hover, pal.OTHER))
+    fig.add_trace(hbar("draft forward", LANE_DRAFT, draft_x, draft_base, draft_hover, pal.DRAFT))
+    fig.add_trace(hbar("verify forward", LANE_TARGET, ver_x, ver_base, ver_hover, pal.TARGET))
+    fig.add_trace(hbar("other", LANE_TARGET, oth_x, oth_base, oth_hover, pal.OTHER))
     lanes = [LANE_DRAFT, LANE_TARGET]
     b = trace.baseline
     if b is not None and b.token_ms:
         starts = [0.0] + list(accumulate(b.token_ms))[:-1]
         hover = [f"baseline token {i + 1}: {ms:.1f} ms" + (" (includes the prefill)" if i == 0 else "")
                  for i, ms in enumerate(b.token_ms)]
-        fig.add_trace(_hbar("baseline forward", LANE_BASELINE, list(b.token_ms), starts, hover, pal.BASELINE))
+        fig.add_trace(hbar("baseline forward", LANE_BASELINE, list(b.token_ms), starts, hover, pal.BASELINE))
         lanes.append(LANE_BASELINE)
     apply_layout(fig, title, barmode="overlay", bargap=0.35)
     fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed", showgrid=False)
@@ -74,7 +74,8 @@ def timeline_figure(trace: Trace, verdicts: bool = True) -> go.Figure:
     return fig
 
 
-def _hbar(name: str, lane: str, widths: list[float], bases: list[float], hover: list[str], color: str) -> go.Bar:
+def hbar(name: str, lane: str, widths: list[float], bases: list[float], hover: list[str], color: str) -> go.Bar:
+    """One lane of a timeline: bars of ``widths`` starting at ``bases``, each with its hover text."""
     return go.Bar(name=name, y=[lane] * len(widths), x=widths, base=bases, orientation="h", marker_color=color,
                   marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text")
 

@@ -7,7 +7,7 @@ row must fit the target's context, ``limits.check_batch_context`` names the one 
 cost-aware K policy's batch prices, measured once per server with the models held, before the run's clock
 starts (``batch.prices``); the speculative and baseline streams; how the baseline so far goes into the trace
 (each row its baseline row, the batch the batched baseline); and ``finish``, each row's intervals and the
-pooled speedup (``batch.baseline.attach_batch_baseline``).
+pooled speedup (``batch.baseline.finish_batch``).
 """
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from specdec_core import SpecConfig, Trace
-from specdec_core.batch.baseline import attach_batch_baseline, stream_batch_baseline
+from specdec_core.batch.baseline import finish_batch, stream_batch_baseline
 from specdec_core.batch.engine import batch_generate, stream_batch
 from specdec_core.batch.prices import measured_batch_prices
 from specdec_core.batch.requests import fill_batch
-from specdec_core.stats.intervals import fill_stats
 
 from components.serving.inputs import batch_prompt_ids, check_prompt
 from components.serving.pairs import Pair
@@ -68,11 +67,8 @@ class BatchRun:
     @staticmethod
     def finish(trace: Trace) -> None:
         rows = trace.rows()
-        if trace.batch.baseline is not None and all(r.baseline is not None for r in rows):
-            attach_batch_baseline(trace, [r.baseline for r in rows], trace.batch.baseline)
-        else:
-            for row in rows:
-                fill_stats(row)
+        done = trace.batch.baseline is not None and all(r.baseline is not None for r in rows)
+        finish_batch(trace, ([r.baseline for r in rows], trace.batch.baseline) if done else None)
 
 
 __all__ = ["BatchRun", "PRICES_NOTE"]

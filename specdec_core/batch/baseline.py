@@ -103,3 +103,13 @@ def attach_batch_baseline(trace: Trace, results: list[BaselineResult], batch: Ba
     st = trace.batch.stats
     trace.batch.baseline = batch
     st.speedup = st.tokens_per_s / batch.tokens_per_s if batch.tokens_per_s > 0 else 0.0
+
+
+def finish_batch(trace: Trace, baseline: tuple[list[BaselineResult], BatchBaseline] | None) -> None:
+    """A finished batched run's statistics: with its baseline (each row's result, the batch's) attached, or, without
+    one, each row's own (``fill_stats``)."""
+    if baseline is not None:
+        attach_batch_baseline(trace, *baseline)
+        return
+    for row in trace.rows():
+        fill_stats(row)

@@ -96,7 +96,8 @@ def stream_batch(target: torch.nn.Module, draft: Any, prompts: list[Any], cfg: S
         while active:
             # 0. one K for the batch, priced at its size; each row clipped to what it has left
             left = [cfg.max_new_tokens - (len(r.ids) - r.prompt_len) for r in active]
-            k, k_reason = k_policy.choose(len(active), max(left) - 1, drafter.outlooks([r.ids for r in active], eos))
+            looks = drafter.outlooks([r.ids for r in active], eos) if k_policy.reads_outlooks else None
+            k, k_reason = k_policy.choose(len(active), max(left) - 1, looks)
             ks = [max(0, min(k, n - 1)) for n in left]
             t_iter = now_ms(device)
             for r in active:

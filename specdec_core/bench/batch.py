@@ -214,7 +214,8 @@ def _predicted(report: dict, prices: dict, target: torch.nn.Module, makers: dict
 
         def at(b: int) -> AcceptanceProfile:
             return measured[max([s for s in sizes if s <= b] or sizes[:1])]
-        module = getattr(make(), "model", None) or getattr(make(), "draft", None)
+        drafter = make()
+        module = getattr(drafter, "model", None) or getattr(drafter, "draft", None)
         draft_shape = model_shape(module) if module is not None else None
         rows = {"this machine (measured prices)": crossover(prices[d], at, max(FIXED_KS), sizes[-1])}
         for gpu in GPUS:

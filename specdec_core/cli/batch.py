@@ -45,19 +45,14 @@ def run_batch(args: argparse.Namespace, cfg: SpecConfig, target: Any, drafter: A
               ids: list[list[int]]) -> Trace:
     """The batched run of the rows ``texts`` (token ids ``ids``), then with ``args.baseline`` the batched baseline
     (each row's intervals and the pooled speedup filled in)."""
-    from ..batch.baseline import attach_batch_baseline, batch_baseline
+    from ..batch.baseline import batch_baseline, finish_batch
     from ..batch.engine import batch_generate
-    from ..stats.intervals import fill_stats
     if cfg.k_policy == "cost":
         print("measuring this machine's batch prices for the cost-aware K policy (once per process; about a "
               "minute)…", file=sys.stderr, flush=True)
     trace = batch_generate(target.model, drafter, ids, cfg, target.tokenizer, texts=texts,
                            meta={"target": target.label, "draft": args.draft})
-    if args.baseline:
-        attach_batch_baseline(trace, *batch_baseline(target.model, ids, cfg, target.tokenizer))
-    else:
-        for row in trace.rows():
-            fill_stats(row)
+    finish_batch(trace, batch_baseline(target.model, ids, cfg, target.tokenizer) if args.baseline else None)
     return trace
 
 

@@ -272,6 +272,7 @@ class BatchKPolicy:
     def __init__(self, inner: KPolicy | BatchCostK, prices: BatchPrices | None) -> None:
         self.inner, self.prices = inner, prices
         self.name = inner.name
+        self.reads_outlooks = isinstance(inner, BatchCostK)      # the rows' outlooks are asked for only then
         self.calibration = inner.calibration
 
     def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None

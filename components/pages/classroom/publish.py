@@ -32,7 +32,6 @@ from components.serving.classroom import (ChapterResult, Question, Revealed, Rev
 from components.serving.classroom.room import median_of
 from components.serving.pairs import Pool
 
-WAIT_FIGURE = "Your presenter runs this chapter: the run is drawn here."
 REVEAL_FIGURE = "Drawn when your presenter reveals the answer."
 # chapters whose question the run's tokens coloured by fate would answer (how many drafts were kept; α of a draft):
 # their students see the tokens from the Reveal on
@@ -152,5 +151,5 @@ def judge_all(ch: Chapter, data: Any, guesses: Any) -> tuple[dict[tuple[str, Any
 
 
 __all__ = ["class_chapter", "figure_json", "placeholder_json", "setting_words", "shown_run", "question_of",
-           "run_trace", "any_guess", "reveal_for_class", "judge_all", "WAIT_FIGURE", "REVEAL_FIGURE",
+           "run_trace", "any_guess", "reveal_for_class", "judge_all", "REVEAL_FIGURE",
            "TOKENS_AT_REVEAL"]

@@ -31,7 +31,7 @@ from components.serving.pairs import Pool
 SIZES = (1, 2, 4, 8)
 K = 3
 TOKENS = 48                      # per row; the longer run twice as many
-LONGER_TOKENS = 96
+LONGER_TOKENS = 2 * TOKENS
 REQUESTS = (                     # chat requests on which the feature draft keeps half or more of its drafts
     "Write a short poem about the sea at night.",
     "Why do we have seasons?",

@@ -105,7 +105,6 @@ class RoomFeed:
         self.store, self.refresh_s, self.keepalive_s, self.clock = store, refresh_s, keepalive_s, clock
         self._watches: dict[str, _Watch] = {}
         self._task: asyncio.Task | None = None
-        self.refreshes = 0                               # store reads for stages (for the tests and the load test)
 
     def _build(self, code: str) -> Doc:
         try:
@@ -125,7 +124,6 @@ class RoomFeed:
                 if not isinstance(e, RoomError):         # pages keep what they have, and we try again
                     print(f"class feed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
                 continue
-            self.refreshes += 1
             for code in codes:
                 watch = self._watches.get(code)
                 if watch is None or watch.doc is None or stages.get(code, -1) == watch.doc.stage:
@@ -175,9 +173,6 @@ class RoomFeed:
             if watch.followers <= 0 and self._watches.get(code) is watch:
                 del self._watches[code]
 
-    def following(self) -> dict[str, int]:
-        """Pages following each room (this process)."""
-        return {code: w.followers for code, w in self._watches.items()}
 
     async def close(self) -> None:
         if self._task is not None:

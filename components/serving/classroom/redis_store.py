@@ -12,6 +12,7 @@ their clocks agree. A Redis that cannot be reached is a ``RoomError`` in words (
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -284,8 +285,7 @@ class RedisRoomStore:
         phase = phase_now(f["phase"], deadline, now)
         shown_run: Shown | None = wire.loads(shown)
         if shown_run is not None and f["setting_label"] != shown_run.setting:
-            shown_run = Shown(shown_run.note, shown_run.figures, f["setting_label"] or "", shown_run.tokens,
-                              shown_run.tokens_at_reveal)
+            shown_run = dataclasses.replace(shown_run, setting=f["setting_label"] or "")
         return ClassView(code, int(f["chapter"]), phase, int(f["run_no"]), int(f["stage"]), wire.loads(f["question"]),
                          deadline if phase == OPEN else None, shown_run,
                          wire.loads(revealed) if phase == "revealed" else None, wire.loads(live), int(f["live_no"]),

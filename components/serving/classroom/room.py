@@ -264,8 +264,8 @@ def plain_guess(value: Any) -> Any:
 
 
 def guess_of(question: Question | None, value: Any) -> Any:
-    """A guess checked against the room's question: the value as kept, or RoomError in words."""
-    plain_guess(value)
+    """A guess (already ``plain_guess``) checked against the room's question: the value as kept, or RoomError in
+    words."""
     if question is None:
         raise RoomError("Wait for the presenter's run, then guess.")
     try:

@@ -115,12 +115,6 @@ class MemoryRoomStore:
         for code in [c for c, r in self._rooms.items() if r.expires <= now]:
             del self._rooms[code]
 
-    def sweep(self) -> int:
-        """Remove the expired rooms now; how many rooms are left."""
-        with self._lock:
-            self._sweep(self.clock(), force=True)
-            return len(self._rooms)
-
     def _room(self, code: str) -> _Room:
         now = self.clock()
         self._sweep(now)
