@@ -126,8 +126,14 @@ def _live_frame(trace: Trace, control: dict, message: str, download: Any = None,
     else:
         view = (tokens_html(trace, i), *[skip] * len(FIGURE_IDS), summary_html(trace), slider_update(trace, i),
                 *[skip] * (1 + N_TREE_OUTPUTS))
-    state = trace.to_dict() if full or trace.batch is None else skip
-    return (*view, *batch_updates(trace, full), state, download if download is not None else skip, _status(message))
+    return (*view, *batch_updates(trace, full), _state(trace, full), download if download is not None else skip,
+            _status(message))
+
+
+def _state(trace: Trace, full: bool) -> Any:
+    """The trace state: every update of one run; a batch's (its rows make it up to 16 times larger) only in the
+    full updates, once a second."""
+    return trace.to_dict() if full or trace.batch is None else gr.skip()
 
 
 def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
@@ -135,7 +141,7 @@ def _baseline_frame(trace: Trace, message: str, full: bool) -> tuple:
     skip = gr.skip()
     figs = (timeline_figure(trace), race_figure(trace)) if full else (skip, skip)
     return (skip, *figs, *[skip] * (len(FIGURE_IDS) - 2), summary_html(trace), skip, skip, *[skip] * N_TREE_OUTPUTS,
-            *batch_baseline_updates(trace, full), trace.to_dict(), skip, _status(message))
+            *batch_baseline_updates(trace, full), _state(trace, full), skip, _status(message))
 
 
 def _running(trace: Trace, slow: bool) -> str:
