@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,6 +55,15 @@ def check_url(raw: str, variable: str = "SPECDEC_CLASS_STORE") -> str:
         shown = raw.split("@")[-1][:60]
         raise ValueError(f"{variable} must be memory or redis://HOST:PORT/N, got {shown!r}")
     return raw
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """Redis away (a connection or a time-out) becomes the one-line RoomError every route answers with 503."""
+    try:
+        yield
+    except redis.RedisError:
+        raise RoomError(UNREACHABLE, status=503) from None
 
 
 class RedisRoomStore:
@@ -122,12 +132,9 @@ class RedisRoomStore:
                         max(0.0, (int(expires_ms) / 1000 - now) / 60), left, nicknames == "1")
 
     def _pipeline(self, build: Callable[[Any], None]) -> list:
-        try:
-            with self.r.pipeline(transaction=False) as p:
-                build(p)
-                return p.execute()
-        except redis.RedisError:
-            raise RoomError(UNREACHABLE, status=503) from None
+        with _reachable(), self.r.pipeline(transaction=False) as p:
+            build(p)
+            return p.execute()
 
     # --- the presenter --------------------------------------------------------------------------------
 
@@ -136,12 +143,10 @@ class RedisRoomStore:
         secret = codes.new_secret()
         for _ in range(20):
             code = codes.new_code()
-            try:
+            with _reachable():
                 out = self._scripts["CREATE"](keys=[ROOMS_KEY, room_key(code)], args=[
                     code, codes.secret_hash(secret), repr(now), str(int((now + self.limits.life_s) * 1000)),
                     str(self.limits.rooms), "1" if nicknames else "0"])
-            except redis.RedisError:
-                raise RoomError(UNREACHABLE, status=503) from None
             if out[0] == "ok":
                 self._remember(self._asks_nicknames, code, bool(nicknames))
                 return code, secret
@@ -217,10 +222,8 @@ class RedisRoomStore:
 
     def _asks(self, code: str) -> bool:
         if code not in self._asks_nicknames:
-            try:
+            with _reachable():
                 flag = self.r.hget(room_key(code), "nicknames")
-            except redis.RedisError:
-                raise RoomError(UNREACHABLE, status=503) from None
             if flag is None:
                 raise no_room(codes.shown_code(code))
             self._remember(self._asks_nicknames, code, flag == "1")
@@ -315,10 +318,8 @@ class RedisRoomStore:
     def rooms(self) -> int:
         """The rooms alive in this Redis (all replicas')."""
         now_ms = self.clock() * 1000
-        try:
+        with _reachable():
             return int(self.r.zcount(ROOMS_KEY, f"({now_ms}", "+inf"))
-        except redis.RedisError:
-            raise RoomError(UNREACHABLE, status=503) from None
 
 
 __all__ = ["RedisRoomStore", "check_url", "room_key", "PREFIX", "ROOMS_KEY", "UNREACHABLE"]
