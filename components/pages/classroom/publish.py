@@ -29,7 +29,7 @@ from components.render.classroom import class_histogram, summary_html, text_html
 from components.render.tokens import tokens_html
 from components.serving.classroom import (ChapterResult, Question, Revealed, RevealJob, RoomError, Shown,
                                           Truth)
-from components.serving.classroom.room import median_of
+from components.serving.classroom.room import NO_RUN, median_of
 from components.serving.pairs import Pool
 
 REVEAL_FIGURE = "Drawn when your presenter reveals the answer."
@@ -114,7 +114,7 @@ def reveal_for_class(pool: Pool, job: RevealJob) -> tuple[Revealed, ChapterResul
         measured = ch.measure(pool, job.memo, ask)
         verdicts, head = judge_all(ch, measured.data, job.guesses.values())
     except NeedsRun:
-        raise RoomError("Run this chapter first: the class's answer comes from your run.") from None
+        raise RoomError(NO_RUN) from None
     except gr.Error as e:
         raise RoomError(str(e.message) if hasattr(e, "message") else str(e)) from None
     except ValueError as e:

@@ -35,7 +35,7 @@ from components.serving.classroom.codes import (SECRET_BYTES, STUDENT_BYTES, che
                                                 shown_code)
 from components.serving.classroom.feed import KEEPALIVE_S, REFRESH_S, RoomFeed, sse_event
 from components.serving.classroom.results import FORMATS, results_csv, results_json
-from components.serving.classroom.room import RoomError
+from components.serving.classroom.room import NOT_JOINED, RoomError
 
 API = "/class/api"
 MAX_BODY = 4096                  # a join or a guess is a few dozen bytes
@@ -98,7 +98,7 @@ def student_of(raw: Any) -> str:
     try:
         return check_token(raw, "student id", STUDENT_BYTES)
     except ValueError:
-        raise BadRequest("This page has not joined the class: reload it.", 403) from None
+        raise BadRequest(NOT_JOINED, 403) from None
 
 
 def whole(raw: Any, what: str) -> int:
