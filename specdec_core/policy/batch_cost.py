@@ -231,9 +231,8 @@ class BatchCostK:
         probe = ""
         if best == 0:
             sure = [AcceptanceProfile((1.0,), p.propose) for p in rows]
-            could = [k for k in range(1, cap + 1)
-                     if (lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup, max_k + 1)) > 1.0 / parts[0][1]]
-            if could:
+            if any((lambda t, ms: t / ms)(*self.rate(costs, sure, k, catchup, max_k + 1)) > 1.0 / parts[0][1]
+                   for k in range(1, cap + 1)):
                 draft_k = max(range(1, cap + 1), key=lambda k: (round(scored[k], 9), -k))
                 tokens, ms = self.rate(costs, rows, draft_k)      # charged at least the model's error
                 extra = max(ms + catchup - tokens * parts[0][1], DRAFT_MARGIN * tokens * parts[0][1])
@@ -269,10 +268,11 @@ class BatchKPolicy:
     heuristic moves K once per iteration (+2 when every row's drafts were all accepted, −1 otherwise); a fixed K
     stays."""
 
-    def __init__(self, inner: KPolicy | BatchCostK, prices: BatchPrices | None) -> None:
-        self.inner, self.prices = inner, prices
+    def __init__(self, inner: KPolicy | BatchCostK) -> None:
+        self.inner = inner
         self.name = inner.name
         self.reads_outlooks = isinstance(inner, BatchCostK)      # the rows' outlooks are asked for only then
+        self.prices: BatchPrices | None = inner.prices if isinstance(inner, BatchCostK) else None
         self.calibration = inner.calibration
 
     def choose(self, batch: int, max_k: int, outlooks: Sequence[DraftOutlook | None] | None = None
@@ -301,7 +301,7 @@ def make_batch_k_policy(cfg: SpecConfig, target: Any, drafter: Any, prices: Any 
     if isinstance(prices, dict):
         prices = BatchPrices.from_dict(prices)
     if cfg.k_policy != "cost":
-        return BatchKPolicy(make_k_policy(cfg, target, drafter), None)
+        return BatchKPolicy(make_k_policy(cfg, target, drafter))
     if prices is None:
         raise ValueError("the cost-aware K policy needs the batch's prices")
-    return BatchKPolicy(BatchCostK(cfg.k, prices), prices)
+    return BatchKPolicy(BatchCostK(cfg.k, prices))
