@@ -13,6 +13,7 @@ from typing import Any
 from .. import limits
 from ..config import SpecConfig
 from ..trace import Trace
+from .lines import different_draws, pair_line
 
 RATE = "per-draft acceptance rate"
 LENGTH = "mean acceptance length"
@@ -78,7 +79,7 @@ def batch_lines(trace: Trace, settings: str) -> list[str]:
     speedup and whether every row equals its baseline row."""
     batch, c = trace.batch, trace.config
     st, base = batch.stats, batch.baseline
-    lines = [f"pair: draft={c.get('drafter')} -> target={c.get('target', '?')}  on {c.get('device')} ({c.get('dtype')})",
+    lines = [pair_line(c),
              f"batch: {batch.size} rows (row 1 your prompt, the rest other users' requests), {st.iterations} batch "
              "iterations, each one draft pass and ONE target verify for every row still running",
              f"{RATE} = accepted ÷ drafted; {LENGTH} = tokens emitted per target forward (the bonus or resampled "
@@ -99,9 +100,7 @@ def batch_lines(trace: Trace, settings: str) -> list[str]:
                   f"target forwards {base.target_forwards}, measured)",
                   f"pooled speedup: ×{st.speedup:.2f}" if st.speedup > 0 else "pooled speedup: n/a",
                   f"every row identical to its baseline row: {'yes' if same == batch.size else 'no'} "
-                  f"({same} of {batch.size})"
-                  + ("" if same == batch.size or c.get("temperature") == 0 or c.get("sampler") == "coupled"
-                     else " (expected when sampling with the standard rule: different draws)")]
+                  f"({same} of {batch.size})" + different_draws(same == batch.size, c)]
     return lines
 
 

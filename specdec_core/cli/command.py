@@ -13,6 +13,7 @@ from .. import limits
 from ..config import SpecConfig, recommended_config
 from ..limits import MAX_BATCH, MAX_K, MAX_NEW_TOKENS, MAX_TREE_NODES, MAX_TREE_TOP_K, SAMPLERS
 from .batch import batch_lines, batch_number, batch_prompts, batch_texts, run_batch
+from .lines import different_draws, pair_line
 
 
 class Parser(argparse.ArgumentParser):
@@ -98,7 +99,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
     c = trace.config
     lo, hi = acceptance_interval(trace)
     lines = [
-        f"pair: draft={c.get('drafter')} -> target={c.get('target', '?')}  on {c.get('device')} ({c.get('dtype')})",
+        pair_line(c),
         f"tokens: {st.new_tokens} in {st.iterations} iterations, {st.mean_tokens_per_iteration:.2f} tokens/iteration",
         f"acceptance: {st.accepted}/{st.drafted} drafts ({100 * st.acceptance_rate:.1f} %, "
         f"95 % CI {100 * lo:.1f}–{100 * hi:.1f} %, Wilson)",
@@ -114,9 +115,7 @@ def summary_lines(trace, baseline=None) -> list[str]:
                   f"speedup: {verdict(speedup_interval(trace))}"
                   if baseline.tokens_per_s > 0 else "speedup: n/a",
                   f"output identical to baseline: {'yes' if same else 'no'}"
-                  + ("" if same or trace.config.get("temperature") == 0 or trace.config.get("sampler") == "coupled"
-                     else " (expected when sampling with the standard rule: different draws; --sampler coupled keeps "
-                          "the sample)")]
+                  + different_draws(same, c, "; --sampler coupled keeps the sample")]
     return lines
 
 
